@@ -1,0 +1,43 @@
+"""Locating and launching headless Chromium for the evaluator."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+
+# The Debian binary itself starts faster than the /usr/bin/chromium shell wrapper.
+_SYSTEM_CANDIDATES = (
+  "/usr/lib/chromium/chromium",
+  "/usr/bin/chromium",
+  "/usr/bin/chromium-browser",
+  "/usr/bin/google-chrome",
+  "/snap/bin/chromium",
+)
+
+
+def find_chromium() -> str | None:
+  """Returns a Chromium executable: $RCCA_CHROMIUM, a system one, or Playwright's."""
+  env = os.environ.get("RCCA_CHROMIUM")
+  if env:
+    return env if os.access(env, os.X_OK) else None
+  for path in _SYSTEM_CANDIDATES:
+    if os.access(path, os.X_OK):
+      return path
+  for name in ("chromium", "chromium-browser", "google-chrome"):
+    found = shutil.which(name)
+    if found:
+      return found
+  cache = os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or os.path.expanduser("~/.cache/ms-playwright")
+  managed = sorted(glob.glob(os.path.join(cache, "chromium-*", "chrome-linux*", "chrome")))
+  return managed[-1] if managed else None
+
+
+if __name__ == "__main__":
+  if "--find" in sys.argv[1:]:
+    path = find_chromium()
+    if path is None:
+      print("no Chromium found (set RCCA_CHROMIUM or run `make browser`)", file=sys.stderr)
+      sys.exit(1)
+    print(path)

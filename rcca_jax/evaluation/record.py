@@ -1,0 +1,80 @@
+"""The evaluation record (CONTRACTS §4) and its parts."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+Span = tuple[int, int]
+STAGES = ("source", "runtime", "rubric")
+SEVERITIES = ("minor", "major", "critical")
+
+
+@dataclasses.dataclass
+class Issue:
+  """One diagnostic: what went wrong, where (response spans) and the evidence."""
+
+  stage: str                      # one of STAGES
+  message: str
+  rubric_id: str | None = None
+  severity: str | None = None     # one of SEVERITIES (None for non-rubric issues that gate)
+  direct: list[Span] = dataclasses.field(default_factory=list)
+  context: list[Span] = dataclasses.field(default_factory=list)
+  evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  def to_json(self) -> dict[str, Any]:
+    return {
+        "stage": self.stage,
+        "rubric_id": self.rubric_id,
+        "severity": self.severity,
+        "message": self.message,
+        "direct": [list(s) for s in self.direct],
+        "context": [list(s) for s in self.context],
+        "evidence": self.evidence,
+    }
+
+
+@dataclasses.dataclass
+class RubricResult:
+  """Outcome of one rubric. `passed is None` means ungraded (no check, no judge)."""
+
+  id: str
+  passed: bool | None
+  severity: str | None = None
+  detail: str = ""
+
+  def to_json(self) -> dict[str, Any]:
+    return {"id": self.id, "passed": self.passed, "severity": self.severity, "detail": self.detail}
+
+
+@dataclasses.dataclass
+class EvalRecord:
+  """Everything evaluation knows about one response."""
+
+  task_id: str
+  sample_id: int
+  reward: float
+  gates: dict[str, bool | None]
+  rubric_score: float | None
+  rubrics: list[RubricResult]
+  html_span: Span | None
+  issues: list[Issue]
+  error: str | None = None        # set when the evaluator itself failed on this item
+  timing: dict[str, float] = dataclasses.field(default_factory=dict)
+
+  def to_json(self) -> dict[str, Any]:
+    out = {
+        "task_id": self.task_id,
+        "sample_id": self.sample_id,
+        "reward": self.reward,
+        "gates": dict(self.gates),
+        "rubric_score": self.rubric_score,
+        "rubrics": [r.to_json() for r in self.rubrics],
+        "html_span": list(self.html_span) if self.html_span else None,
+        "issues": [i.to_json() for i in self.issues],
+    }
+    if self.error is not None:
+      out["error"] = self.error
+    if self.timing:
+      out["timing"] = dict(self.timing)
+    return out
