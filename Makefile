@@ -15,6 +15,8 @@ $(STAMP): requirements.txt setup.cfg
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	# PyTorch (CPU build) only serves the parity tests against transformers' reference model.
+	$(PY) -m pip install --quiet --extra-index-url https://download.pytorch.org/whl/cpu torch==2.13.0
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 

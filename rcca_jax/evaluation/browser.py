@@ -7,6 +7,30 @@ import os
 import shutil
 import sys
 
+# Flags that work as root in containers (ENVIRONMENT.md). The dead proxy and the
+# resolver rule are defence in depth: request routing already aborts everything.
+LAUNCH_ARGS = (
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-dev-shm-usage",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--no-first-run",
+  "--disable-quic",
+  "--disable-extensions",
+  "--mute-audio",
+  "--proxy-server=http://127.0.0.1:9",
+  "--proxy-bypass-list=<-loopback>",
+  "--host-resolver-rules=MAP * ~NOTFOUND",
+  "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+)
+
+
+def launch_args(js_heap_mb: int) -> list[str]:
+  """Chromium command-line flags, with V8's heap capped at `js_heap_mb` MiB."""
+  return [*LAUNCH_ARGS, f"--js-flags=--max-old-space-size={int(js_heap_mb)}"]
+
 # The Debian binary itself starts faster than the /usr/bin/chromium shell wrapper.
 _SYSTEM_CANDIDATES = (
   "/usr/lib/chromium/chromium",

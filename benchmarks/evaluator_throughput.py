@@ -1,0 +1,254 @@
+"""Apps/s of the evaluator vs a naive harness, measured in the same run on the same apps.
+
+  .venv/bin/python benchmarks/evaluator_throughput.py [--apps 20] [--workers 2]
+
+Apps: the reference apps of data/examples (5 rubrics each), repeated to `--apps`.
+- evaluator: `EvalPool` with N workers (warm: workers started before timing; the cold
+  number includes start-up).
+- naive: what public harnesses do: N processes, a fresh browser launch per app, a new
+  page per rubric loaded with `set_content`, steps through Playwright's locator API
+  (actionability checks), pass/fail only.
+- floor: one reused page loading an empty document, the cost no evaluator can go under.
+Prints apps/s for each and the ratio evaluator / naive (target >= 5x on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import pathlib
+import re
+import time
+
+from rcca_jax.data import tasks as tasks_lib
+from rcca_jax.evaluation import browser
+from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.page_session import PageSession
+from rcca_jax.evaluation.pool import EvalPool, Job
+from rcca_jax.evaluation.dsl import parse_check
+from rcca_jax.evaluation.rubric_runner import RubricRunner, is_readonly
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "data" / "examples"
+
+
+def _apps(n: int):
+  tasks = [t for t in tasks_lib.load_tasks(EXAMPLES / "tasks.jsonl") if t.reference]
+  return [tasks[i % len(tasks)] for i in range(n)]
+
+
+def _loads_per_app(task) -> int:
+  """Page loads the evaluator needs: read-only initial rubrics share one load."""
+  shared = [r for r in task.rubrics if r.steps and r.kind == "initial" and is_readonly(r.steps)]
+  alone = [r for r in task.rubrics if r.steps and r not in shared]
+  return (1 if shared else 0) + len(alone)
+
+
+# -- naive harness ---------------------------------------------------------------------
+async def _naive_step(page, step) -> bool:
+  sel = step.selector
+  if step.verb == "click":
+    await page.click(sel, timeout=5000)
+  elif step.verb == "dblclick":
+    await page.dblclick(sel, timeout=5000)
+  elif step.verb == "hover":
+    await page.hover(sel, timeout=5000)
+  elif step.verb == "fill":
+    await page.fill(sel, step.value, timeout=5000)
+  elif step.verb == "select":
+    await page.select_option(sel, step.value, timeout=5000)
+  elif step.verb in ("check", "uncheck"):
+    await (page.check if step.verb == "check" else page.uncheck)(sel, timeout=5000)
+  elif step.verb == "press":
+    if sel:
+      await page.press(sel, step.value, timeout=5000)
+    else:
+      await page.keyboard.press(step.value)
+  elif step.verb == "wait":
+    await page.wait_for_timeout(step.value)
+  else:
+    return await _naive_expect(page, step)
+  return True
+
+
+async def _naive_expect(page, step) -> bool:
+  loc = page.locator(step.selector).first if step.selector else None
+  kind = step.expect
+  if kind == "exists":
+    return await page.locator(step.selector).count() > 0
+  if kind == "visible":
+    return await loc.is_visible()
+  if kind == "hidden":
+    return await loc.is_hidden()
+  if kind == "count":
+    n = await page.locator(step.selector).count()
+    return eval(f"{n} {step.op} {step.value}")  # noqa: S307 - CMP from the DSL grammar
+  if kind == "js":
+    return bool(await page.evaluate(step.value))
+  if kind == "no_errors":
+    return True
+  if kind == "text":
+    observed = " ".join((await loc.inner_text(timeout=5000)).split())
+  elif kind == "value":
+    observed = await loc.input_value(timeout=5000)
+  elif kind == "attr":
+    observed = await loc.get_attribute(step.name, timeout=5000) or ""
+  elif kind == "style":
+    observed = await loc.evaluate("(e, p) => getComputedStyle(e).getPropertyValue(p)", step.name)
+    expected = await page.evaluate("""([p, v]) => { const d = document.createElement('div');
+        d.style.setProperty(p, v); document.body.appendChild(d);
+        const c = getComputedStyle(d).getPropertyValue(p); d.remove(); return c; }""",
+                                   [step.name, step.value])
+    return observed in (step.value, expected)
+  elif kind == "number":
+    m = re.search(r"-?\d+(\.\d+)?", await loc.inner_text(timeout=5000))
+    return bool(m) and eval(f"{float(m.group(0))} {step.op} {step.value}")  # noqa: S307
+  else:
+    return False
+  if step.op == "==":
+    return observed == step.value
+  if step.op == "contains":
+    return step.value in observed
+  if step.op == "matches":
+    return re.search(step.value, observed) is not None
+  return observed != step.value
+
+
+async def _naive_app(pw, task) -> int:
+  """Fresh browser per app, new page per rubric; returns the number of passed rubrics."""
+  b = await pw.chromium.launch(executable_path=browser.find_chromium(),
+                               args=browser.launch_args(256))
+  passed = 0
+  try:
+    for rubric in task.rubrics:
+      if not rubric.steps:
+        continue
+      page = await b.new_page()
+      await page.route("**/*", lambda route: route.abort())
+      await page.set_content(task.reference, timeout=10000)
+      ok = True
+      for step in rubric.steps:
+        try:
+          ok = await _naive_step(page, step)
+        except Exception:  # pylint: disable=broad-except
+          ok = False
+        if not ok:
+          break
+      passed += ok
+      await page.close()
+  finally:
+    await b.close()
+  return passed
+
+
+def _naive_worker(task_ids: list[str]) -> list[int]:
+  from playwright.async_api import async_playwright  # pylint: disable=import-outside-toplevel
+  tasks = {t.id: t for t in tasks_lib.load_tasks(EXAMPLES / "tasks.jsonl")}
+
+  async def go():
+    async with async_playwright() as pw:
+      return [await _naive_app(pw, tasks[tid]) for tid in task_ids]
+  return asyncio.run(go())
+
+
+def naive(apps, workers: int) -> tuple[float, list[int]]:
+  ctx = multiprocessing.get_context("spawn")
+  chunks = [[t.id for t in apps[i::workers]] for i in range(workers)]
+  with ctx.Pool(workers) as pool:
+    pool.map(_naive_worker, [[apps[0].id]] * workers)  # warm imports, as for the evaluator
+    start = time.monotonic()
+    results = pool.map(_naive_worker, chunks)
+    seconds = time.monotonic() - start
+  return seconds, [n for r in results for n in r]
+
+
+# -- this evaluator ----------------------------------------------------------------------
+def evaluator(apps, workers: int) -> tuple[float, float, list[dict]]:
+  cold_start = time.monotonic()
+  with EvalPool(EvalConfig(), workers=workers) as pool:
+    list(pool.run([Job(t, f"```html\n{t.reference}\n```", 0) for t in apps[:workers]]))
+    cold = time.monotonic() - cold_start
+    start = time.monotonic()
+    records = list(pool.run([Job(t, f"```html\n{t.reference}\n```", i)
+                             for i, t in enumerate(apps)]))
+    seconds = time.monotonic() - start
+  return seconds, cold + seconds, records
+
+
+def empty_page_floor(n: int = 40) -> float:
+  """Seconds per load of an empty document on one reused page."""
+  async def go():
+    s = PageSession(EvalConfig())
+    await s.start()
+    try:
+      await s.load("<!DOCTYPE html><html></html>")
+      start = time.monotonic()
+      for _ in range(n):
+        await s.load("<!DOCTYPE html><html></html>")
+      return (time.monotonic() - start) / n
+    finally:
+      await s.close()
+  return asyncio.run(go())
+
+
+def click_cost(n: int = 20) -> tuple[float, float]:
+  """Seconds per click on a freshly loaded page: Playwright's `page.click` (actionability
+  checks) vs the evaluator's one DOM read + trusted mouse event."""
+  app = ('<button id="b">go</button><p id="o">0</p><script>document.getElementById("b")'
+         '.onclick = () => { document.getElementById("o").textContent = "1"; };</script>')
+
+  async def go():
+    s = PageSession(EvalConfig())
+    await s.start()
+    runner = RubricRunner(s)
+    steps = parse_check('click "#b"')
+    try:
+      costs = {"playwright": 0.0, "evaluator": 0.0}
+      for _ in range(n):
+        await s.load(app)
+        start = time.monotonic()
+        await s.page.click("#b")
+        costs["playwright"] += time.monotonic() - start
+        await s.load(app)
+        start = time.monotonic()
+        await runner.run(steps, "core")
+        costs["evaluator"] += time.monotonic() - start
+      return costs["playwright"] / n, costs["evaluator"] / n
+    finally:
+      await s.close()
+  return asyncio.run(go())
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--apps", type=int, default=20)
+  parser.add_argument("--workers", type=int, default=2)
+  args = parser.parse_args()
+  apps = _apps(args.apps)
+  rubrics = sum(len(t.rubrics) for t in apps) / len(apps)
+  loads = sum(_loads_per_app(t) for t in apps) / len(apps)
+  checked = sum(sum(1 for r in t.rubrics if r.steps) for t in apps)
+  print(f"{len(apps)} apps, {rubrics:.1f} rubrics per app, {args.workers} workers, "
+        f"{multiprocessing.cpu_count()} CPUs")
+
+  floor = empty_page_floor()
+  pw_click, ev_click = click_cost()
+  ev_s, ev_cold_s, records = evaluator(apps, args.workers)
+  nv_s, nv_passed = naive(apps, args.workers)
+  ev_passed = sum(sum(r["passed"] is True for r in rec["rubrics"]) for rec in records)
+  ev_rate, nv_rate = len(apps) / ev_s, len(apps) / nv_s
+  print(f"empty page (floor): {floor * 1000:.1f} ms per load on a reused page -> at most "
+        f"{args.workers / (floor * loads):.1f} apps/s at the evaluator's {loads:.1f} loads per "
+        f"app ({args.workers / (floor * rubrics):.1f} apps/s at one load per rubric)")
+  print(f"click on a fresh page: Playwright page.click {pw_click * 1000:.1f} ms, evaluator "
+        f"{ev_click * 1000:.1f} ms (incl. a settle frame)")
+  print(f"evaluator : {ev_rate:6.2f} apps/s ({ev_s:.1f}s warm; {len(apps) / ev_cold_s:.2f} apps/s "
+        f"including start-up), rubrics passed {ev_passed}/{checked}")
+  print(f"naive     : {nv_rate:6.2f} apps/s ({nv_s:.1f}s), rubrics passed "
+        f"{sum(nv_passed)}/{checked}")
+  print(f"ratio evaluator / naive: {ev_rate / nv_rate:.1f}x (target >= 5x)")
+
+
+if __name__ == "__main__":
+  main()

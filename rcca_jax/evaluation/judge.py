@@ -1,0 +1,144 @@
+"""Judge backend for rubrics without an executable check.
+
+Talks to any OpenAI-compatible chat-completions endpoint (vLLM, SGLang, ...): POST
+`{base}/chat/completions` with the model name, asking for a JSON verdict
+`{"passed": bool, "severity": "minor|major|critical"|null, "evidence": [quoted code],
+"reason": str}`. Replies are parsed robustly (bare JSON, JSON in a code fence or inside
+prose); transport errors are retried a bounded number of times; a reply that never
+parses makes the rubric ungraded with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+SEVERITIES = ("minor", "major", "critical")
+
+_SYSTEM = (
+    "You grade one requirement of a generated single-file web app. Read the app code and "
+    "decide whether the requirement is met. Answer with JSON only: {\"passed\": true|false, "
+    "\"severity\": null|\"minor\"|\"major\"|\"critical\", \"evidence\": [exact code excerpts "
+    "copied from the app that support your verdict], \"reason\": \"one sentence\"}. "
+    "Severity when not passed: critical = the feature is missing or cannot be used, major = "
+    "it exists but behaves wrongly, minor = a small deviation.")
+
+
+@dataclasses.dataclass
+class Verdict:
+  passed: bool | None                 # None: ungraded (no usable answer)
+  severity: str | None
+  quotes: list[str]
+  reason: str
+
+
+def chat_url(base_url: str) -> str:
+  """`.../v1` or a bare server URL -> the chat-completions endpoint."""
+  base = base_url.rstrip("/")
+  if base.endswith("/chat/completions"):
+    return base
+  if not base.endswith("/v1"):
+    base += "/v1"
+  return base + "/chat/completions"
+
+
+def _json_objects(text: str):
+  """Candidate JSON objects in `text`: fenced blocks first, then every balanced {...}."""
+  for m in re.finditer(r"```(?:json)?\s*(.*?)```", text, re.DOTALL):
+    yield m.group(1).strip()
+  depth, start, in_str, esc = 0, None, False, False
+  for i, ch in enumerate(text):
+    if in_str:
+      esc = (ch == "\\") and not esc
+      if ch == '"' and not esc:
+        in_str = False
+      continue
+    if ch == '"' and depth:
+      in_str, esc = True, False
+    elif ch == "{":
+      if depth == 0:
+        start = i
+      depth += 1
+    elif ch == "}" and depth:
+      depth -= 1
+      if depth == 0:
+        yield text[start:i + 1]
+
+
+def parse_verdict(text: str) -> Verdict:
+  """The first JSON object in `text` with a boolean `passed`; ungraded if none."""
+  for candidate in _json_objects(text):
+    try:
+      obj = json.loads(candidate)
+    except json.JSONDecodeError:
+      continue
+    if not isinstance(obj, dict) or not isinstance(obj.get("passed"), bool):
+      continue
+    passed = obj["passed"]
+    severity = obj.get("severity")
+    severity = severity.strip().lower() if isinstance(severity, str) else None
+    if passed:
+      severity = None
+    elif severity not in SEVERITIES:
+      severity = "major"  # a failure without a usable severity counts as an ordinary failure
+    quotes = obj.get("evidence") or []
+    if isinstance(quotes, str):
+      quotes = [quotes]
+    quotes = [q for q in quotes if isinstance(q, str) and q.strip()][:10]
+    return Verdict(passed, severity, quotes, str(obj.get("reason", ""))[:500])
+  return Verdict(None, None, [], f"unparseable judge reply: {text[:200]!r}")
+
+
+class Judge:
+  """Grades rubric texts against app code through a chat-completions endpoint."""
+
+  def __init__(self, base_url: str, model: str, *, timeout: float = 60.0, retries: int = 2,
+               max_app_chars: int = 24000, api_key: str | None = None):
+    self.url = chat_url(base_url)
+    self.model = model
+    self.timeout = timeout
+    self.retries = retries
+    self.max_app_chars = max_app_chars
+    self.api_key = api_key
+
+  def messages(self, request: str, rubric_text: str, app: str) -> list[dict[str, str]]:
+    if len(app) > self.max_app_chars:
+      app = app[:self.max_app_chars] + "\n<!-- (cut) -->"
+    user = (f"User request:\n{request}\n\nRequirement to check:\n{rubric_text}\n\n"
+            f"App code:\n```html\n{app}\n```")
+    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+
+  def _post(self, payload: dict[str, Any]) -> str:
+    headers = {"Content-Type": "application/json"}
+    if self.api_key:
+      headers["Authorization"] = f"Bearer {self.api_key}"
+    req = urllib.request.Request(self.url, data=json.dumps(payload).encode(), headers=headers,
+                                 method="POST")
+    with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
+      body = json.loads(resp.read().decode("utf-8", "replace"))
+    return body["choices"][0]["message"]["content"] or ""
+
+  def grade(self, request: str, rubric_text: str, app: str) -> Verdict:
+    """One verdict; transport failures retried `retries` times, then ungraded."""
+    payload = {"model": self.model, "messages": self.messages(request, rubric_text, app),
+               "temperature": 0.0, "max_tokens": 512}
+    error = ""
+    for attempt in range(self.retries + 1):
+      try:
+        text = self._post(payload)
+      except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError,
+              TypeError) as e:
+        error = f"{type(e).__name__}: {e}"
+        if attempt < self.retries:
+          time.sleep(min(0.5 * 2 ** attempt, 4.0))
+        continue
+      verdict = parse_verdict(text)
+      if verdict.passed is not None or attempt == self.retries:
+        return verdict
+      error = verdict.reason
+    return Verdict(None, None, [], f"judge unavailable after {self.retries + 1} tries: {error}"[:500])

@@ -1,0 +1,327 @@
+"""A pool of evaluation worker processes, each with its own browser.
+
+Workers are started with the `spawn` method, each in its own process group (killing
+the group kills the Playwright driver; Chromium, which Playwright puts in a group of its
+own, is found through /proc and killed by pid). The parent enforces a wall-clock
+deadline per response: a worker that overruns is killed (SIGTERM, then SIGKILL) and
+replaced, and the response still gets a record (format/source computed in the parent,
+runtime failed with the reason). Workers are recycled after a number of apps. Results
+come back exactly once per job, in input order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import Any, Callable, Iterable, Iterator
+
+from rcca_jax.evaluation.config import EvalConfig
+
+_KILL_GRACE = 2.0
+_POLL = 0.05
+
+
+def resolve_post_process(spec: str | None) -> Callable[[dict, str], dict] | None:
+  """Imports `module:function`; raises ImportError with a clear message on failure."""
+  if not spec:
+    return None
+  module_name, _, attr = spec.partition(":")
+  if not module_name or not attr:
+    raise ImportError(f"post-process {spec!r}: expected 'package.module:function'")
+  try:
+    module = importlib.import_module(module_name)
+  except Exception as e:  # pylint: disable=broad-except
+    raise ImportError(f"post-process {spec!r}: cannot import {module_name!r}: "
+                      f"{type(e).__name__}: {e}") from e
+  fn = getattr(module, attr, None)
+  if not callable(fn):
+    raise ImportError(f"post-process {spec!r}: {module_name!r} has no function {attr!r}")
+  return fn
+
+
+def descendants(pid: int) -> list[int]:
+  """Pids of all live descendants of `pid` (Linux /proc; empty elsewhere).
+
+  Playwright starts Chromium in a process group of its own, so killing the worker's
+  group alone would leave the browser to notice its closed pipe; we kill it directly.
+  """
+  children: dict[int, list[int]] = {}
+  try:
+    entries = [e for e in os.listdir("/proc") if e.isdigit()]
+  except OSError:
+    return []
+  for entry in entries:
+    try:
+      with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+      continue
+    if fields[0] != "Z":
+      children.setdefault(int(fields[1]), []).append(int(entry))
+  out, stack = [], [pid]
+  while stack:
+    for child in children.get(stack.pop(), []):
+      out.append(child)
+      stack.append(child)
+  return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+  """One response to evaluate; `task` is a tasks.Task."""
+
+  task: Any
+  response: str
+  sample_id: int
+
+
+def _apply_post_process(fn, record: dict, response: str) -> dict:
+  if fn is None:
+    return record
+  try:
+    return fn(record, response)
+  except Exception as e:  # pylint: disable=broad-except
+    record = dict(record)
+    record["post_process_error"] = f"{type(e).__name__}: {e}"
+    return record
+
+
+def _worker_main(conn, config: EvalConfig, post_process: str | None, max_jobs: int) -> None:
+  """Worker loop: evaluate jobs until told to stop or `max_jobs` are done."""
+  os.setsid()  # own process group: the parent can kill us with our browser
+  os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+  os.environ.setdefault("JAX_PLATFORMS", "cpu")
+  from rcca_jax.evaluation import evaluator as evaluator_lib  # pylint: disable=import-outside-toplevel
+  done = 0
+  ev = None
+  try:
+    fn = resolve_post_process(post_process)
+    ev = evaluator_lib.Evaluator(config)
+    ev.start()
+  except Exception as e:  # pylint: disable=broad-except
+    conn.send(("failed", None, f"{type(e).__name__}: {e}"))
+    if ev is not None:
+      ev.close()
+    return
+  try:
+    conn.send(("ready", None, None))
+    while done < max_jobs:
+      msg = conn.recv()
+      if msg is None:
+        break
+      index, job = msg
+      try:
+        record = ev.evaluate(job.task, job.response, job.sample_id).to_json()
+        record = _apply_post_process(fn, record, job.response)
+      except Exception as e:  # pylint: disable=broad-except
+        rec = evaluator_lib.static_record(job.task, job.response, job.sample_id,
+                                          f"evaluator error: {type(e).__name__}: {e}", config)
+        record = rec.to_json()
+        record["error"] = "".join(traceback.format_exception_only(type(e), e)).strip()[:1000]
+      done += 1
+      conn.send(("done", index, record))
+  except (EOFError, KeyboardInterrupt, BrokenPipeError):
+    pass
+  finally:
+    try:
+      ev.close()
+    except Exception:  # pylint: disable=broad-except
+      pass
+    try:
+      conn.send(("bye", None, None))
+    except Exception:  # pylint: disable=broad-except
+      pass
+
+
+class _Worker:
+  def __init__(self, ctx, config: EvalConfig, post_process: str | None):
+    self.conn, child = ctx.Pipe()
+    self.proc = ctx.Process(target=_worker_main,
+                            args=(child, config, post_process, config.recycle_worker_after),
+                            daemon=True)
+    self.proc.start()
+    child.close()
+    self.ready = False
+    self.job: int | None = None
+    self.started = 0.0
+    self.jobs_done = 0
+    self.max_jobs = config.recycle_worker_after
+
+  def kill(self) -> None:
+    """SIGTERM the worker's process group, then SIGKILL; its browser is killed too."""
+    pid = self.proc.pid
+    family = descendants(pid)
+    for sig, wait in ((signal.SIGTERM, _KILL_GRACE), (signal.SIGKILL, _KILL_GRACE)):
+      try:
+        os.killpg(pid, sig)
+      except (ProcessLookupError, PermissionError):
+        pass
+      self.proc.join(wait)
+      if not self.proc.is_alive():
+        break
+    for member in [pid, *family]:  # leftovers: the group, and the browser's own group
+      try:
+        os.kill(member, signal.SIGKILL)
+      except (ProcessLookupError, PermissionError):
+        pass
+    try:
+      os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+      pass
+    self.conn.close()
+
+
+class EvalPool:
+  """N worker processes evaluating jobs; use as a context manager."""
+
+  def __init__(self, config: EvalConfig | None = None, workers: int = 1,
+               post_process: str | None = None):
+    self.config = config or EvalConfig()
+    self.num_workers = max(1, int(workers))
+    self.post_process = post_process
+    self._post_fn = resolve_post_process(post_process)  # fail fast, in the parent
+    self._ctx = multiprocessing.get_context("spawn")
+    self._workers: list[_Worker] = []
+    self.stats = {"timeouts": 0, "worker_deaths": 0, "recycled": 0}
+
+  def __enter__(self) -> "EvalPool":
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
+
+  def _spawn(self) -> _Worker:
+    w = _Worker(self._ctx, self.config, self.post_process)
+    self._workers.append(w)
+    return w
+
+  def close(self) -> None:
+    for w in self._workers:
+      try:
+        w.conn.send(None)
+      except (OSError, BrokenPipeError):
+        pass
+    deadline = time.monotonic() + 10
+    for w in self._workers:
+      w.proc.join(max(0.1, deadline - time.monotonic()))
+      if w.proc.is_alive():
+        w.kill()
+      else:
+        try:
+          os.killpg(w.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+          pass
+    self._workers = []
+
+  def _timeout_record(self, job: Job, reason: str) -> dict:
+    from rcca_jax.evaluation import evaluator as evaluator_lib  # pylint: disable=import-outside-toplevel
+    record = evaluator_lib.static_record(job.task, job.response, job.sample_id, reason,
+                                         self.config).to_json()
+    return _apply_post_process(self._post_fn, record, job.response)
+
+  def run(self, jobs: Iterable[Job | dict], progress: bool | None = None) -> Iterator[dict]:
+    """Yields one record dict per job, in input order. A dict job is passed through."""
+    jobs = list(jobs)
+    results: dict[int, dict] = {}
+    pending = [i for i, j in enumerate(jobs) if isinstance(j, Job)]
+    for i, j in enumerate(jobs):
+      if not isinstance(j, Job):
+        results[i] = j
+    pending.reverse()  # pop() from the end = input order
+    bar = None
+    if progress or (progress is None and len(jobs) >= 50 and sys.stderr.isatty()):
+      from tqdm import tqdm  # pylint: disable=import-outside-toplevel
+      bar = tqdm(total=len(jobs), desc="evaluating", unit="app", file=sys.stderr)
+      bar.update(len(results))
+    next_out = 0
+    while len(self._workers) < min(self.num_workers, len(pending)):
+      self._spawn()
+    try:
+      while next_out < len(jobs):
+        while next_out in results:
+          yield results.pop(next_out)
+          next_out += 1
+        if next_out >= len(jobs):
+          break
+        self._dispatch(jobs, pending)
+        done = self._collect(jobs, results, pending)
+        if bar is not None and done:
+          bar.update(done)
+    finally:
+      if bar is not None:
+        bar.close()
+
+  def _dispatch(self, jobs: list, pending: list[int]) -> None:
+    for w in list(self._workers):
+      if w.ready and w.job is None and pending and w.jobs_done < w.max_jobs:
+        index = pending.pop()
+        try:
+          w.conn.send((index, jobs[index]))
+        except (OSError, BrokenPipeError):
+          pending.append(index)
+          self._replace(w, respawn=True)
+          continue
+        w.job, w.started = index, time.monotonic()
+
+  def _replace(self, w: _Worker, respawn: bool) -> None:
+    if w in self._workers:
+      self._workers.remove(w)
+    if w.proc.is_alive():
+      w.kill()
+    else:
+      try:
+        os.killpg(w.proc.pid, signal.SIGKILL)
+      except (ProcessLookupError, PermissionError):
+        pass
+      w.conn.close()
+    if respawn:
+      self._spawn()
+
+  def _collect(self, jobs: list, results: dict[int, dict], pending: list[int]) -> int:
+    """Receives finished jobs, handles deaths and overruns; returns how many finished."""
+    finished = 0
+    conns = [w.conn for w in self._workers]
+    ready = multiprocessing.connection.wait(conns, timeout=_POLL)
+    for w in list(self._workers):
+      if w.conn in ready:
+        try:
+          kind, index, record = w.conn.recv()
+        except (EOFError, OSError):
+          kind, index, record = "dead", None, None
+        if kind == "ready":
+          w.ready = True
+        elif kind == "failed":
+          self._replace(w, respawn=False)
+          raise RuntimeError(f"an evaluation worker could not start: {record}")
+        elif kind == "done":
+          results[index] = record
+          w.job = None
+          w.jobs_done += 1
+          finished += 1
+        else:  # "bye" (recycled) or died
+          if w.job is not None:
+            self.stats["worker_deaths"] += 1
+            results[w.job] = self._timeout_record(
+                jobs[w.job], f"the evaluation worker died (exit code {w.proc.exitcode})")
+            finished += 1
+          else:
+            self.stats["recycled"] += kind == "bye"
+          w.job = None
+          self._replace(w, respawn=bool(pending))
+          continue
+      if w.job is not None and time.monotonic() - w.started > self.config.response_deadline:
+        self.stats["timeouts"] += 1
+        results[w.job] = self._timeout_record(
+            jobs[w.job], f"response deadline of {self.config.response_deadline:g}s exceeded; "
+            "the worker was killed")
+        finished += 1
+        w.job = None
+        self._replace(w, respawn=bool(pending))
+    return finished

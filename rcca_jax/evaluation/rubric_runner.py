@@ -1,0 +1,410 @@
+"""Runs one rubric's DSL steps on a loaded page and decides pass / severity (METHOD §2).
+
+Actions dispatch real input events (CDP `Input.*` through Playwright's mouse and
+keyboard) at the target's centre after one DOM read that checks existence, visibility,
+enabled state and hit-testing; this avoids Playwright's per-document actionability
+machinery (~150 ms on each fresh page) while keeping the events trusted. DOM reads run
+in an isolated world. Severities: `critical` when a target matches nothing or cannot be
+interacted with, or an uncaught exception / hang happens during the interaction;
+`major` when an expectation is false; `minor` when it holds only up to normalisation,
+and for failed style checks of `rendering` rubrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from typing import Any, Sequence
+
+from rcca_jax.evaluation import compare
+from rcca_jax.evaluation import devtools
+from rcca_jax.evaluation.page_session import (CallTimeout, JsError, PageException,
+                                              PageSession)
+
+READONLY_EXPECTATIONS = ("exists", "visible", "hidden", "count", "text", "value", "attr",
+                         "style", "number", "no_errors")
+
+# Element facts for evidence: tag, id, classes, outer HTML excerpt, position among tags.
+_INFO_JS = """(el) => {
+  const tag = el.tagName.toLowerCase();
+  const same = document.getElementsByTagName(el.tagName);
+  return {tag, id: el.id || null, classes: Array.from(el.classList),
+          outer_html: el.outerHTML.slice(0, 300), exists: true,
+          tag_index: Array.prototype.indexOf.call(same, el), tag_count: same.length};
+}"""
+
+# Locates an action target, scrolls it into view and reports whether it can be used.
+_TARGET_JS = """(sel, useLabel) => {
+  let el;
+  try { el = document.querySelector(sel); } catch (e) { return {bad: String(e.message)}; }
+  if (!el) return {found: false};
+  const info = (%s)(el);
+  const usable = (node) => {
+    node.scrollIntoView({block: 'center', inline: 'center'});
+    const r = node.getBoundingClientRect();
+    const st = getComputedStyle(node);
+    const visible = r.width > 0 && r.height > 0 && st.visibility !== 'hidden';
+    const x = r.left + r.width / 2, y = r.top + r.height / 2;
+    const hit = visible ? document.elementFromPoint(x, y) : null;
+    const covered = visible && !(hit && (hit === node || node.contains(hit) ||
+                                         (hit.control && hit.control === node)));
+    return {visible, x, y, covered, cover: covered && hit ? hit.outerHTML.slice(0, 120) : null};
+  };
+  let state = usable(el);
+  if (useLabel && !state.visible && el.labels && el.labels.length) state = usable(el.labels[0]);
+  return {found: true, info, ...state, disabled: el.matches(':disabled'),
+          checked: !!el.checked, type: (el.type || '').toLowerCase(),
+          editable: el.isContentEditable || ['INPUT', 'TEXTAREA'].includes(el.tagName),
+          is_select: el.tagName === 'SELECT'};
+}""" % _INFO_JS
+
+# Focuses an editable target and selects its content so inserted text replaces it.
+_FOCUS_SELECT_JS = """(sel) => {
+  const el = document.querySelector(sel);
+  el.focus();
+  if (el.isContentEditable) {
+    const range = document.createRange(); range.selectNodeContents(el);
+    const s = getSelection(); s.removeAllRanges(); s.addRange(range);
+  } else if (typeof el.select === 'function') { el.select(); }
+  return document.activeElement === el;
+}"""
+
+_SET_VALUE_JS = """(sel, value) => {
+  const el = document.querySelector(sel);
+  el.focus(); el.value = value;
+  el.dispatchEvent(new Event('input', {bubbles: true}));
+  el.dispatchEvent(new Event('change', {bubbles: true}));
+  return el.value;
+}"""
+
+_SELECT_JS = """(sel, value) => {
+  const el = document.querySelector(sel);
+  const opts = Array.from(el.options);
+  const opt = opts.find(o => o.value === value) || opts.find(o => o.label.trim() === value)
+      || opts.find(o => o.textContent.trim() === value);
+  if (!opt) return {ok: false, options: opts.map(o => o.value).slice(0, 20)};
+  el.focus(); opt.selected = true;
+  el.dispatchEvent(new Event('input', {bubbles: true}));
+  el.dispatchEvent(new Event('change', {bubbles: true}));
+  return {ok: true, value: el.value};
+}"""
+
+_FOCUS_JS = "(sel) => { const el = document.querySelector(sel); el.focus(); return true; }"
+
+_VALUE_TYPES = ("date", "time", "datetime-local", "month", "week", "color", "range")
+
+# Reads what an expectation needs from the DOM in one call.
+_READ_JS = """(sel, kind, name, expected) => {
+  let els;
+  try { els = document.querySelectorAll(sel); } catch (e) { return {bad: String(e.message)}; }
+  if (kind === 'count') return {found: els.length > 0, count: els.length};
+  const el = els[0];
+  if (!el) return {found: false};
+  const out = {found: true, info: (%s)(el)};
+  const r = el.getBoundingClientRect(), st = getComputedStyle(el);
+  out.visible = r.width > 0 && r.height > 0 && st.visibility !== 'hidden' &&
+      st.display !== 'none' && parseFloat(st.opacity || '1') > 0;
+  const text = (el.innerText !== undefined ? el.innerText : el.textContent) || '';
+  if (kind === 'text' || kind === 'number') out.value = text;
+  if (kind === 'value') out.value = ('value' in el) ? String(el.value) : el.getAttribute('value');
+  if (kind === 'attr') out.value = el.getAttribute(name);
+  if (kind === 'style') {
+    out.value = st.getPropertyValue(name);
+    const probe = document.createElement(el.tagName);
+    probe.style.setProperty(name, expected);
+    if (name !== 'display') probe.style.display = 'none';
+    (el.parentElement || document.body).appendChild(probe);
+    out.normalized = probe.style.getPropertyValue(name) ? getComputedStyle(probe).getPropertyValue(name) : null;
+    probe.remove();
+  }
+  return out;
+}""" % _INFO_JS
+
+
+@dataclasses.dataclass
+class Failure:
+  """Why a rubric failed, in page terms (document coordinates, no response offsets)."""
+
+  step_index: int
+  severity: str
+  message: str
+  selector: str | None = None
+  expected: Any = None
+  observed: Any = None
+  element: dict[str, Any] | None = None
+  exception: PageException | None = None
+  hang: str | None = None
+  listeners: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+  css_rules: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class RubricRun:
+  """Outcome of one rubric's steps. `passed is None`: the check itself is broken."""
+
+  passed: bool | None
+  severity: str | None
+  detail: str
+  path: list[str]
+  failure: Failure | None = None
+  exceptions: list[PageException] = dataclasses.field(default_factory=list)
+  hang: str | None = None
+  seconds: float = 0.0
+
+
+class _Stop(Exception):
+  def __init__(self, failure: Failure):
+    super().__init__(failure.message)
+    self.failure = failure
+
+
+class _CheckError(Exception):
+  """The rubric's check cannot be run as written (bad selector, regex or key)."""
+
+
+def is_readonly(steps: Sequence[Any]) -> bool:
+  """Whether a check only reads the page (no actions, waits or page JS)."""
+  return bool(steps) and all(s.verb == "expect" and s.expect in READONLY_EXPECTATIONS
+                             for s in steps)
+
+
+class RubricRunner:
+  """Executes DSL steps on a `PageSession` with per-step and per-rubric deadlines."""
+
+  def __init__(self, session: PageSession):
+    self.session = session
+    self.config = session.config
+
+  async def run(self, steps: Sequence[Any], level: str) -> RubricRun:
+    """Runs `steps` on the currently loaded page (the caller loads it fresh)."""
+    start = time.monotonic()
+    seen = len(self.session.log.exceptions)
+    path: list[str] = []
+    deadline = start + self.config.rubric_timeout
+    try:
+      for i, step in enumerate(steps):
+        path.append(str(step))
+        if time.monotonic() > deadline:
+          raise _Stop(Failure(i, "critical", f"rubric exceeded {self.config.rubric_timeout:g}s",
+                              hang="rubric deadline"))
+        try:
+          if step.verb == "expect":
+            await self._expect(i, step, level, seen)
+          else:
+            await self._act(i, step)
+            await self.session.settle()
+        except CallTimeout as e:
+          raise _Stop(Failure(i, "critical", str(e), selector=step.selector,
+                              hang=str(e))) from None
+        new = self.session.log.exceptions[seen:]
+        if new:
+          raise _Stop(Failure(i, "critical", f"uncaught exception during the interaction: "
+                              f"{new[0].message}", selector=step.selector,
+                              exception=new[0]))
+    except _Stop as stop:
+      failure = stop.failure
+      await self._collect_evidence(failure, steps, level)  # also after a terminated hang
+      run = RubricRun(False, failure.severity, failure.message, path, failure,
+                      list(self.session.log.exceptions[seen:]), failure.hang)
+    except _CheckError as e:
+      run = RubricRun(None, None, f"check error: {e}", path)
+    else:
+      run = RubricRun(True, None, "ok", path)
+    run.seconds = time.monotonic() - start
+    return run
+
+  # -- actions -----------------------------------------------------------------------
+  async def _target(self, i: int, step: Any, use_label: bool = False) -> dict[str, Any]:
+    t = await self.session.js(_TARGET_JS, step.selector, use_label, what=f"locate {step.selector}")
+    if t.get("bad"):
+      raise _CheckError(f"invalid selector {step.selector!r}: {t['bad']}")
+    if not t["found"]:
+      raise _Stop(Failure(i, "critical", f"{step.verb}: no element matches {step.selector!r}",
+                          selector=step.selector, element={"exists": False}))
+    problem = None
+    if not t["visible"]:
+      problem = "is not visible"
+    elif t["disabled"] and step.verb not in ("hover",):
+      problem = "is disabled"
+    elif t["covered"]:
+      problem = f"is covered by {t['cover']}"
+    if problem:
+      raise _Stop(Failure(i, "critical", f"{step.verb}: {step.selector!r} {problem}",
+                          selector=step.selector, element=t["info"]))
+    return t
+
+  async def _act(self, i: int, step: Any) -> None:
+    s, page = self.session, self.session.page
+    verb = step.verb
+    if verb == "wait":
+      ms = min(float(step.value), self.config.rubric_timeout * 1000)
+      await asyncio.sleep(ms / 1000)
+      return
+    if verb == "press" and step.selector is None:
+      await self._press(step.value)
+      return
+    t = await self._target(i, step, use_label=verb in ("check", "uncheck"))
+    xy = (t["x"], t["y"])
+    if verb == "click":
+      await s.call(page.mouse.click(*xy), f"click {step.selector}")
+    elif verb == "dblclick":
+      await s.call(page.mouse.dblclick(*xy), f"dblclick {step.selector}")
+    elif verb == "hover":
+      await s.call(page.mouse.move(*xy), f"hover {step.selector}")
+    elif verb in ("check", "uncheck"):
+      if t["type"] not in ("checkbox", "radio"):
+        raise _Stop(Failure(i, "critical", f"{verb}: {step.selector!r} is not a checkbox or radio",
+                            selector=step.selector, element=t["info"]))
+      want = verb == "check"
+      if t["checked"] != want:
+        await s.call(page.mouse.click(*xy), f"{verb} {step.selector}")
+        after = await s.js("(sel) => !!document.querySelector(sel)?.checked", step.selector)
+        if after != want:
+          raise _Stop(Failure(i, "critical", f"{verb}: clicking {step.selector!r} did not "
+                              f"change its state", selector=step.selector, element=t["info"]))
+    elif verb == "fill":
+      if not t["editable"] or t["type"] in ("checkbox", "radio", "button", "submit", "file"):
+        raise _Stop(Failure(i, "critical", f"fill: {step.selector!r} is not editable",
+                            selector=step.selector, element=t["info"]))
+      if t["type"] in _VALUE_TYPES:
+        await s.js(_SET_VALUE_JS, step.selector, step.value, what=f"fill {step.selector}")
+      else:
+        await s.js(_FOCUS_SELECT_JS, step.selector, what=f"focus {step.selector}")
+        if step.value:
+          await s.call(page.keyboard.insert_text(step.value), f"fill {step.selector}")
+        else:
+          await s.call(page.keyboard.press("Delete"), f"fill {step.selector}")
+    elif verb == "select":
+      if not t["is_select"]:
+        raise _Stop(Failure(i, "critical", f"select: {step.selector!r} is not a <select>",
+                            selector=step.selector, element=t["info"]))
+      res = await s.js(_SELECT_JS, step.selector, step.value, what=f"select {step.selector}")
+      if not res["ok"]:
+        raise _Stop(Failure(i, "critical", f"select: no option {step.value!r} in "
+                            f"{step.selector!r}", selector=step.selector, expected=step.value,
+                            observed=res["options"], element=t["info"]))
+    elif verb == "press":
+      await s.js(_FOCUS_JS, step.selector, what=f"focus {step.selector}")
+      await self._press(step.value)
+    else:
+      raise _CheckError(f"unknown action {verb!r}")
+
+  async def _press(self, key: str) -> None:
+    try:
+      await self.session.call(self.session.page.keyboard.press(key), f"press {key}")
+    except JsError as e:
+      if "Unknown key" in str(e):
+        raise _CheckError(f"unknown key {key!r}") from None
+      raise
+
+  # -- expectations ------------------------------------------------------------------
+  async def _expect(self, i: int, step: Any, level: str, seen: int) -> None:
+    verdict = await self._judge_expectation(i, step, level, seen)
+    if verdict is not None and step.expect != "no_errors" and self.config.expect_retry_ms > 0:
+      await asyncio.sleep(self.config.expect_retry_ms / 1000)  # let transitions/timers finish
+      verdict = await self._judge_expectation(i, step, level, seen)
+    if verdict is not None:
+      raise _Stop(verdict)
+
+  async def _judge_expectation(self, i: int, step: Any, level: str, seen: int) -> Failure | None:
+    kind = step.expect
+    if kind == "no_errors":
+      if self.session.log.exceptions:
+        first = self.session.log.exceptions[0]
+        return Failure(i, "critical", f"uncaught exception: {first.message}", exception=first,
+                       expected="no uncaught exception", observed=first.message)
+      return None
+    if kind == "js":
+      return await self._expect_js(i, step)
+    if kind in ("text", "value", "attr", "style") and step.op == "matches":
+      bad = compare.check_regex(step.value)
+      if bad:
+        raise _CheckError(bad)
+    r = await self.session.js(_READ_JS, step.selector, kind, step.name,
+                              step.value if kind == "style" else None,
+                              what=f"read {step.selector}")
+    if r.get("bad"):
+      raise _CheckError(f"invalid selector {step.selector!r}: {r['bad']}")
+    sel = step.selector
+    element = r.get("info") or {"exists": False}
+
+    def fail(severity, message, expected, observed):
+      return Failure(i, severity, message, selector=sel, expected=expected, observed=observed,
+                     element=element)
+
+    if kind == "count":
+      n = r["count"]
+      sev = compare.compare_number(step.op, n, step.value)
+      if sev is None:
+        return None
+      sev = "critical" if n == 0 else "major"
+      return fail(sev, f"expected count of {sel!r} {step.op} {step.value:g}, got {n}",
+                  step.value, n)
+    if kind == "hidden":
+      if r["found"] and r["visible"]:
+        return fail("major", f"expected {sel!r} to be hidden, but it is visible", "hidden",
+                    "visible")
+      return None
+    if not r["found"]:
+      return fail("critical", f"expect {kind}: no element matches {sel!r}", step.value, None)
+    if kind == "exists":
+      return None
+    if kind == "visible":
+      return None if r["visible"] else fail("major", f"expected {sel!r} to be visible",
+                                            "visible", "not visible")
+    observed = r["value"]
+    if kind == "number":
+      num = compare.first_number(observed or "")
+      if num is None:
+        return fail("major", f"expected a number in {sel!r}, got text {observed!r}",
+                    step.value, observed)
+      sev = compare.compare_number(step.op, num, step.value)
+      return None if sev is None else fail(
+          sev, f"expected number in {sel!r} {step.op} {step.value:g}, got {num:g}",
+          step.value, num)
+    if observed is None:
+      return fail("major", f"{sel!r} has no attribute {step.name!r}", step.value, None)
+    alternatives = (r["normalized"],) if kind == "style" and r.get("normalized") else ()
+    sev = compare.compare_text(step.op, observed, step.value, alternatives=alternatives)
+    if sev is None:
+      return None
+    if kind == "style" and level == "rendering":
+      sev = "minor"
+    what = {"text": "text", "value": "value", "attr": f"attribute {step.name}",
+            "style": f"style {step.name}"}[kind]
+    return fail(sev, f"expected {what} of {sel!r} {step.op} {step.value!r}, got "
+                f"{compare.collapse(observed)[:200]!r}", step.value, compare.collapse(observed)[:500])
+
+  async def _expect_js(self, i: int, step: Any) -> Failure | None:
+    fn = f"async () => {{ const v = await ({step.value}); return [!!v, String(v).slice(0, 200)]; }}"
+    try:
+      ok, shown = await self.session.js(fn, what="expect js", main_world=True)
+    except JsError as e:
+      return Failure(i, "major", f"expect js {step.value!r} threw: {e}", expected="truthy",
+                     observed=f"threw: {e}")
+    if ok:
+      return None
+    return Failure(i, "major", f"expected js {step.value!r} to be truthy, got {shown}",
+                   expected="truthy", observed=shown)
+
+  # -- evidence ----------------------------------------------------------------------
+  async def _collect_evidence(self, failure: Failure, steps: Sequence[Any], level: str) -> None:
+    """Listeners of the acted-on elements, and matched CSS rules for style failures."""
+    selectors = []
+    for step in steps[:failure.step_index + 1]:
+      if step.verb != "expect" and step.selector and step.selector not in selectors:
+        selectors.append(step.selector)
+    if failure.selector and failure.selector not in selectors and not selectors:
+      selectors.append(failure.selector)
+    try:
+      for sel in selectors[-3:]:
+        failure.listeners.extend(await devtools.event_listeners(self.session, sel))
+      step = steps[failure.step_index]
+      if failure.element and failure.element.get("exists") and (
+          level == "rendering" or (step.verb == "expect" and step.expect in ("style", "visible",
+                                                                             "hidden"))):
+        failure.css_rules = await devtools.matched_css_rules(
+            self.session, failure.selector, step.name if step.expect == "style" else None)
+    except (CallTimeout, JsError, KeyError, TypeError):
+      pass  # evidence is best effort; the verdict stands

@@ -1,0 +1,185 @@
+"""The evaluator end to end on the shipped examples, plus evidence mapped to the response."""
+
+import json
+import pathlib
+
+from absl.testing import absltest, parameterized
+import pytest
+
+from rcca_jax.data import responses as responses_lib
+from rcca_jax.data import tasks as tasks_lib
+from rcca_jax.evaluation import evaluator as evaluator_lib
+from rcca_jax.evaluation.config import EvalConfig
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "data" / "examples"
+TASKS = {t.id: t for t in tasks_lib.load_tasks(EXAMPLES / "tasks.jsonl")}
+RESPONSES = responses_lib.load_responses(EXAMPLES / "responses.jsonl")
+EXPECTED = [json.loads(l) for l in (EXAMPLES / "expected.jsonl").read_text().splitlines()]
+
+COUNTER_TASK = tasks_lib.parse_task({
+    "id": "c", "request": "counter",
+    "rubrics": [
+        {"id": "r1", "kind": "dynamic", "level": "core", "text": "+ adds one",
+         "check": 'click "#inc"; expect text "#count" == "1"'},
+        {"id": "r2", "kind": "initial", "level": "rendering", "text": "count is red",
+         "check": 'expect style "#count" color == "red"'},
+    ]})
+
+SPLIT_RESPONSE = """Here it is.
+
+```html
+<div id="count">0</div>
+<button id="inc">+</button>
+```
+
+```css
+#count { color: blue; }
+```
+
+```javascript
+let n = 0;
+document.getElementById('inc').addEventListener('click', () => {
+  n += 2;
+  document.getElementById('count').textContent = n;
+});
+```
+"""
+
+
+def _expected_cases():
+  return [dict(testcase_name=f"{e['task_id']}_{e['sample_id']}", index=i)
+          for i, e in enumerate(EXPECTED)]
+
+
+@pytest.mark.browser
+class ExamplesTest(parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.ev = evaluator_lib.Evaluator(EvalConfig(load_timeout=2.0, step_timeout=1.0))
+
+  @classmethod
+  def tearDownClass(cls):
+    cls.ev.close()
+    super().tearDownClass()
+
+  @parameterized.named_parameters(*_expected_cases())
+  def test_example(self, index):
+    item, exp = RESPONSES[index], EXPECTED[index]
+    record = self.ev.evaluate(TASKS[item.task_id], item.response, item.sample_id).to_json()
+    self.assertAlmostEqual(record["reward"], exp["reward"], msg=record)
+    if exp["failing_gate"]:
+      self.assertIs(record["gates"][exp["failing_gate"]], False)
+      self.assertIsNone(record["rubric_score"])
+    else:
+      self.assertTrue(all(record["gates"].values()))
+    if exp["rubric"]:
+      by_id = {r["id"]: r for r in record["rubrics"]}
+      self.assertEqual((by_id[exp["rubric"]]["passed"], by_id[exp["rubric"]]["severity"]),
+                       (False, exp["severity"]))
+    self.assertEqual([r["id"] for r in record["rubrics"]],
+                     [r.id for r in TASKS[item.task_id].rubrics])
+
+  def test_inlined_fences_map_back_to_their_fences(self):
+    record = self.ev.evaluate(COUNTER_TASK, SPLIT_RESPONSE, 0).to_json()
+    self.assertEqual([r["severity"] for r in record["rubrics"]], ["major", "minor"])
+    r1 = next(i for i in record["issues"] if i["rubric_id"] == "r1")
+    listener = r1["evidence"]["listeners"][0]
+    self.assertTrue(SPLIT_RESPONSE[listener["offset"]:].startswith("() => {\n  n += 2;"))
+    s, e = r1["evidence"]["element_source"]
+    self.assertEqual(SPLIT_RESPONSE[s:e], '<div id="count">')
+    r2 = next(i for i in record["issues"] if i["rubric_id"] == "r2")
+    s, e = r2["evidence"]["css_rules"][0]["span"]
+    self.assertEqual(SPLIT_RESPONSE[s:e], "#count { color: blue; }")
+    self.assertEqual(r2["evidence"]["css_rules"][0]["property"], "color")
+
+  def test_exception_in_interaction_fails_runtime_and_points_at_statement(self):
+    response = ("```html\n<div id=\"count\">0</div><button id=\"inc\">+</button>\n<script>\n"
+                "document.getElementById('inc').onclick = () => {\n"
+                "  const data = JSON.parse('{bad');\n"
+                "  document.getElementById('count').textContent = data.n;\n};\n</script>\n```")
+    record = self.ev.evaluate(COUNTER_TASK, response, 3).to_json()
+    self.assertIs(record["gates"]["runtime"], False)
+    self.assertEqual(record["reward"], 0.10)
+    self.assertEqual(record["rubrics"][0]["severity"], "critical")
+    runtime = next(i for i in record["issues"] if i["stage"] == "runtime")
+    s, e = runtime["direct"][0]
+    self.assertEqual(response[s:e], "const data = JSON.parse('{bad');")
+    self.assertEqual(runtime["evidence"]["path"], ['click "#inc"'])
+
+  def test_console_errors_are_evidence_not_a_gate(self):
+    response = ('```html\n<div id="count" style="color: red">0</div><button id="inc">+</button>'
+                '<script>console.error("careful");document.getElementById("inc").onclick = '
+                '() => { document.getElementById("count").textContent = "1"; };</script>\n```')
+    record = self.ev.evaluate(COUNTER_TASK, response, 0).to_json()
+    self.assertEqual(record["reward"], 1.0)
+    self.assertEqual(record["issues"][-1]["evidence"]["console"], ["careful"])
+
+  def test_context_recycling_keeps_results(self):
+    ev = evaluator_lib.Evaluator(EvalConfig(recycle_context_after=2))
+    try:
+      item = RESPONSES[0]
+      rewards, contexts = [], []
+      for i in range(4):
+        rewards.append(ev.evaluate(TASKS[item.task_id], item.response, i).reward)
+        contexts.append(id(ev._session.context))
+    finally:
+      ev.close()
+    self.assertEqual(rewards, [1.0] * 4)
+    self.assertEqual(contexts[0], contexts[1])
+    self.assertNotEqual(contexts[1], contexts[2])  # a new context after 2 apps
+
+
+class StaticRecordTest(absltest.TestCase):
+
+  def test_format_failure(self):
+    record = evaluator_lib.static_record(COUNTER_TASK, "no app here", 2).to_json()
+    self.assertEqual(record["reward"], 0.0)
+    self.assertEqual(record["gates"], {"format": False, "source": None, "runtime": None})
+    self.assertIsNone(record["html_span"])
+    self.assertLen(record["rubrics"], 2)
+
+  def test_source_failure_points_at_the_error(self):
+    response = "```html\n<script>\nfunction f( {\n</script>\n```"
+    record = evaluator_lib.static_record(COUNTER_TASK, response, 0).to_json()
+    self.assertEqual(record["reward"], 0.05)
+    self.assertIs(record["gates"]["source"], False)
+    self.assertTrue(record["issues"] and record["issues"][0]["direct"])
+
+  def test_runtime_reason_when_static_passes(self):
+    response = "```html\n<p>ok</p>\n```"
+    record = evaluator_lib.static_record(COUNTER_TASK, response, 0, "deadline exceeded")
+    record = record.to_json()
+    self.assertEqual(record["reward"], 0.10)
+    self.assertEqual(record["issues"][0]["message"], "deadline exceeded")
+    s, e = record["html_span"]
+    self.assertEqual(response[s:e].strip(), "<p>ok</p>")
+
+  def test_error_record(self):
+    record = evaluator_lib.error_record("t", None, "R:3: bad json").to_json()
+    self.assertEqual((record["reward"], record["error"], record["sample_id"]),
+                     (0.0, "R:3: bad json", -1))
+
+
+class ConfigTest(absltest.TestCase):
+
+  def test_round_trip_and_reward_override(self):
+    config = EvalConfig.from_dict({"viewport": [800, 600], "load_timeout": 3,
+                                   "reward": {"runtime_fail": 0.2}})
+    self.assertEqual(config.viewport, (800, 600))
+    self.assertEqual(EvalConfig.from_dict(config.to_dict()), config)
+    self.assertEqual(config.reward_config().runtime_fail, 0.2)
+    record = evaluator_lib.static_record(COUNTER_TASK, "```html\n<p>x</p>\n```", 0, "slow",
+                                         config)
+    self.assertEqual(record.reward, 0.2)
+
+  def test_bad_keys_are_named(self):
+    with self.assertRaisesRegex(ValueError, "load_timout"):
+      EvalConfig.from_dict({"load_timout": 1})
+    with self.assertRaisesRegex(ValueError, "unknown severity 'awful'"):
+      EvalConfig.from_dict({"reward": {"penalties": {"core": {"awful": 1.0}}}})
+
+
+if __name__ == "__main__":
+  absltest.main()

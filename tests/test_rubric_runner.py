@@ -1,0 +1,244 @@
+"""Rubric DSL execution in real Chromium: every verb, every expectation, every severity."""
+
+import asyncio
+
+from absl.testing import absltest, parameterized
+import pytest
+
+from rcca_jax.evaluation import compare
+from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.dsl import parse_check
+from rcca_jax.evaluation.page_session import PageSession
+from rcca_jax.evaluation.rubric_runner import RubricRunner, is_readonly
+
+APP = """<!DOCTYPE html><html><head><style>
+#count { color: red; font-size: 20px; }
+.ghost { visibility: hidden; }
+#cover { position: fixed; left: 0; top: 0; width: 100%; height: 100%; }
+</style></head><body>
+<h1 id="title">Hello  World</h1>
+<div id="count">0</div><p id="total">Total: 1,234.5 items</p>
+<button id="inc">+</button><button id="off" disabled>off</button>
+<button id="hidden-btn" class="ghost">ghost</button>
+<button id="dbl">dbl</button><div id="hov">hover me</div>
+<input id="name"><input id="when" type="date"><textarea id="notes">old</textarea>
+<select id="size"><option value="s">Small</option><option value="l">Large</option></select>
+<label><input type="checkbox" id="cb"> agree</label>
+<a id="link" href="#x" data-kind="nav">link</a>
+<ul><li>a</li><li>b</li><li>c</li></ul>
+<p id="log"></p>
+<script>
+let n = 0;
+const log = (s) => { document.getElementById('log').textContent += s; };
+document.getElementById('inc').addEventListener('click', (e) => {
+  n++; document.getElementById('count').textContent = n; log(e.isTrusted ? 'T' : 'F');
+});
+document.getElementById('dbl').addEventListener('dblclick', () => log('D'));
+document.getElementById('hov').addEventListener('mouseenter', () => log('H'));
+document.getElementById('name').addEventListener('input', (e) => log('I:' + e.target.value));
+document.getElementById('name').addEventListener('keydown', (e) => log('K:' + e.key));
+document.getElementById('size').addEventListener('change', (e) => log('S:' + e.target.value));
+document.getElementById('cb').addEventListener('change', (e) => log('C:' + e.target.checked));
+window.boom = () => { throw new Error('kaboom'); };
+document.getElementById('count').addEventListener('click', () => window.boom());
+window.later = () => setTimeout(() => { document.getElementById('count').textContent = 'late'; }, 60);
+</script></body></html>"""
+
+COVERED = APP.replace("<p id=\"log\"></p>", "<p id=\"log\"></p><div id=\"cover\"></div>")
+
+
+class CompareTest(parameterized.TestCase):
+
+  @parameterized.parameters(
+      ("==", "Hello World", "Hello World", None),
+      ("==", "  Hello \n World ", "Hello World", None),
+      ("==", "hello world", "Hello World", "minor"),
+      ("==", "HelloWorld", "Hello World", "minor"),
+      ("==", "Hello", "World", "major"),
+      ("==", "3.333", "3.33", "minor"),
+      ("==", "3.5", "3.33", "major"),
+      ("!=", "a", "a", "major"),
+      ("!=", "a", "b", None),
+      ("contains", "Total: 5", "Total", None),
+      ("contains", "TOTAL: 5", "total", "minor"),
+      ("contains", "x", "y", "major"),
+      ("matches", "abc123", r"\d+", None),
+      ("matches", "ABC", "abc", "minor"),
+      ("matches", "xyz", "abc", "major"),
+  )
+  def test_compare_text(self, op, observed, expected, severity):
+    self.assertEqual(compare.compare_text(op, observed, expected), severity)
+
+  def test_compare_text_alternatives(self):
+    self.assertIsNone(compare.compare_text("==", "rgb(255, 0, 0)", "red",
+                                           alternatives=("rgb(255, 0, 0)",)))
+
+  @parameterized.parameters(
+      ("==", 100.0, 100.0, None), ("==", 100.5, 100.0, "minor"), ("==", 102.0, 100.0, "major"),
+      ("<", 5.0, 3.0, "major"), ("<=", 3.02, 3.0, "minor"), ("!=", 3.0, 3.0, "major"),
+      (">", 4.0, 3.0, None), ("==", 0.001, 0.0, "major"))
+  def test_compare_number(self, op, observed, expected, severity):
+    self.assertEqual(compare.compare_number(op, observed, expected), severity)
+
+  def test_first_number(self):
+    self.assertEqual(compare.first_number("Total: 1,234.5 items"), 1234.5)
+    self.assertEqual(compare.first_number("t = -3"), -3.0)
+    self.assertIsNone(compare.first_number("none"))
+
+  def test_is_readonly(self):
+    self.assertTrue(is_readonly(parse_check('expect text "#a" == "x"; expect count "li" == 3')))
+    self.assertFalse(is_readonly(parse_check('click "#a"; expect exists "#b"')))
+    self.assertFalse(is_readonly(parse_check('expect js "1"')))
+    self.assertFalse(is_readonly(parse_check('wait 10; expect exists "#b"')))
+
+
+@pytest.mark.browser
+class RunnerTest(parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.loop = asyncio.new_event_loop()
+    cls.session = PageSession(EvalConfig(step_timeout=1.0, expect_retry_ms=50))
+    cls.loop.run_until_complete(cls.session.start())
+    cls.runner = RubricRunner(cls.session)
+
+  @classmethod
+  def tearDownClass(cls):
+    cls.loop.run_until_complete(cls.session.close())
+    cls.loop.close()
+    super().tearDownClass()
+
+  def run_check(self, check, level="core", app=APP):
+    async def go():
+      load = await self.session.load(app)
+      self.assertTrue(load.ok, load.reason)
+      return await self.runner.run(parse_check(check), level)
+    return self.loop.run_until_complete(go())
+
+  def log(self):
+    return self.loop.run_until_complete(
+        self.session.js("() => document.getElementById('log').textContent"))
+
+  @parameterized.named_parameters(
+      ("text", 'expect text "#title" == "Hello World"'),
+      ("exists", 'expect exists "#count"'),
+      ("visible", 'expect visible "#count"'),
+      ("hidden_absent", 'expect hidden "#nothing"'),
+      ("hidden_invisible", 'expect hidden "#hidden-btn"'),
+      ("count", 'expect count "li" == 3; expect count "li" >= 2; expect count "table" == 0'),
+      ("value", 'expect value "#notes" == "old"; expect value "#size" == "s"'),
+      ("attr", 'expect attr "#link" data-kind == "nav"; expect attr "#link" href contains "#x"'),
+      ("style_normalised", 'expect style "#count" color == "red"'),
+      ("style_raw", 'expect style "#count" font-size == "20px"'),
+      ("number", 'expect number "#total" == 1234.5; expect number "#count" < 1'),
+      ("js", 'expect js "document.querySelectorAll(\'li\').length === 3"'),
+      ("matches", 'expect text "#total" matches "^Total: [0-9,.]+ items$"'),
+      ("no_errors", "expect no_errors"),
+      ("click_then_text", 'click "#inc"; click "#inc"; expect text "#count" == "2"'),
+      ("fill", 'fill "#name" "Bob"; expect value "#name" == "Bob"'),
+      ("fill_replaces", 'fill "#notes" "new"; expect value "#notes" == "new"'),
+      ("fill_empty", 'fill "#notes" ""; expect value "#notes" == ""'),
+      ("fill_date", 'fill "#when" "2024-05-01"; expect value "#when" == "2024-05-01"'),
+      ("select_value", 'select "#size" "l"; expect value "#size" == "l"'),
+      ("select_label", 'select "#size" "Large"; expect value "#size" == "l"'),
+      ("check_uncheck", 'check "#cb"; expect js "document.getElementById(\'cb\').checked"; '
+       'uncheck "#cb"; expect js "!document.getElementById(\'cb\').checked"'),
+      ("wait_for_timer", 'expect js "window.later() || true"; wait 150; '
+       'expect text "#count" == "late"'),
+  )
+  def test_passes(self, check):
+    run = self.run_check(check)
+    self.assertTrue(run.passed, run.detail)
+    self.assertIsNone(run.severity)
+
+  def test_events_are_real(self):
+    run = self.run_check('click "#inc"; dblclick "#dbl"; hover "#hov"; fill "#name" "ab"; '
+                         'press "#name" "Enter"; select "#size" "l"; check "#cb"')
+    self.assertTrue(run.passed, run.detail)
+    self.assertEqual(self.log(), "TDHI:abK:EnterS:lC:true")
+
+  def test_press_without_selector_goes_to_focused_element(self):
+    run = self.run_check('fill "#name" "x"; press "Tab"')
+    self.assertTrue(run.passed, run.detail)
+    self.assertIn("K:Tab", self.log())
+
+  @parameterized.named_parameters(
+      ("click_missing", 'click "#nope"', "critical"),
+      ("fill_missing", 'fill "#nope" "x"', "critical"),
+      ("text_missing", 'expect text "#nope" == "x"', "critical"),
+      ("exists_missing", 'expect exists "#nope"', "critical"),
+      ("count_zero", 'expect count ".item" >= 1', "critical"),
+      ("click_disabled", 'click "#off"', "critical"),
+      ("click_invisible", 'click "#hidden-btn"', "critical"),
+      ("fill_not_editable", 'fill "#count" "x"', "critical"),
+      ("select_not_select", 'select "#name" "x"', "critical"),
+      ("select_no_option", 'select "#size" "xl"', "critical"),
+      ("check_not_checkbox", 'check "#name"', "critical"),
+      ("exception_in_handler", 'click "#count"', "critical"),
+      ("no_errors_after_exception", 'expect js "setTimeout(window.boom, 0) && true"; wait 30; '
+       "expect no_errors", "critical"),
+      ("text_wrong", 'expect text "#count" == "5"', "major"),
+      ("visible_wrong", 'expect visible "#hidden-btn"', "major"),
+      ("hidden_wrong", 'expect hidden "#count"', "major"),
+      ("count_wrong", 'expect count "li" == 4', "major"),
+      ("attr_missing", 'expect attr "#count" title == "x"', "major"),
+      ("number_wrong", 'expect number "#total" == 1300', "major"),
+      ("js_false", 'expect js "1 === 2"', "major"),
+      ("js_throws", 'expect js "undefinedThing.x"', "major"),
+      ("style_wrong_core", 'expect style "#count" color == "blue"', "major"),
+      ("text_case", 'expect text "#title" == "hello world"', "minor"),
+      ("number_close", 'expect number "#total" == 1240', "minor"),
+  )
+  def test_failures(self, check, severity):
+    run = self.run_check(check)
+    self.assertIs(run.passed, False)
+    self.assertEqual(run.severity, severity, run.detail)
+    self.assertEqual(run.failure.severity, severity)
+    self.assertEqual(run.path[-1], str(parse_check(check)[run.failure.step_index]))
+
+  def test_style_failure_of_rendering_rubric_is_minor(self):
+    run = self.run_check('expect style "#count" color == "blue"', level="rendering")
+    self.assertEqual(run.severity, "minor")
+    rule = run.failure.css_rules[0]
+    self.assertEqual(rule["selector"], "#count")
+    self.assertEqual(rule["property"], "color")
+
+  def test_covered_target_cannot_be_clicked(self):
+    run = self.run_check('click "#inc"', app=COVERED)
+    self.assertEqual(run.severity, "critical")
+    self.assertIn("covered", run.detail)
+
+  def test_exception_evidence_and_listeners(self):
+    run = self.run_check('click "#count"')
+    self.assertEqual(run.failure.exception.message, "Error: kaboom")
+    self.assertEqual(run.failure.exception.frames[0]["function"], "window.boom")
+    listener = run.failure.listeners[0]
+    self.assertEqual((listener["type"], listener["node"]), ("click", "target"))
+    line = APP.split("\n")[listener["line"]]
+    self.assertIn("window.boom()", line[listener["column"]:])
+
+  def test_failed_expectation_reports_element(self):
+    run = self.run_check('click "#inc"; expect text "#count" == "5"')
+    self.assertEqual(run.failure.element["id"], "count")
+    self.assertEqual(run.failure.observed, "1")
+    self.assertEqual(run.failure.listeners[0]["selector"], "button#inc")
+
+  def test_hang_in_handler_is_critical_and_page_recovers(self):
+    app = APP.replace("<p id=\"log\"></p>", '<p id="log"></p><button id="spin" '
+                      'onclick="while (true) {}">spin</button>')
+    run = self.run_check('click "#spin"; expect text "#count" == "0"', app=app)
+    self.assertEqual(run.severity, "critical")
+    self.assertIsNotNone(run.hang)
+    self.assertTrue(self.run_check('click "#inc"; expect text "#count" == "1"').passed)
+
+  @parameterized.parameters('click "##bad"', 'expect text "#title" matches "("',
+                            'press "NoSuchKey"')
+  def test_broken_check_is_ungraded(self, check):
+    run = self.run_check(check)
+    self.assertIsNone(run.passed)
+    self.assertIn("check error", run.detail)
+
+
+if __name__ == "__main__":
+  absltest.main()
