@@ -218,6 +218,13 @@ class RunnerTest(parameterized.TestCase):
     line = APP.split("\n")[listener["line"]]
     self.assertIn("window.boom()", line[listener["column"]:])
 
+  def test_failed_count_reports_first_matching_element(self):
+    run = self.run_check('expect count "li" == 4')
+    self.assertIs(run.failure.element["exists"], True)
+    self.assertEqual(run.failure.element["tag"], "li")
+    run = self.run_check('expect count ".item" >= 1')
+    self.assertIs(run.failure.element["exists"], False)
+
   def test_failed_expectation_reports_element(self):
     run = self.run_check('click "#inc"; expect text "#count" == "5"')
     self.assertEqual(run.failure.element["id"], "count")

@@ -98,7 +98,9 @@ _VALUE_TYPES = ("date", "time", "datetime-local", "month", "week", "color", "ran
 _READ_JS = """(sel, kind, name, expected) => {
   let els;
   try { els = document.querySelectorAll(sel); } catch (e) { return {bad: String(e.message)}; }
-  if (kind === 'count') return {found: els.length > 0, count: els.length};
+  if (kind === 'count') {
+    return {found: els.length > 0, count: els.length, info: els.length ? (%s)(els[0]) : null};
+  }
   const el = els[0];
   if (!el) return {found: false};
   const out = {found: true, info: (%s)(el)};
@@ -119,7 +121,7 @@ _READ_JS = """(sel, kind, name, expected) => {
     probe.remove();
   }
   return out;
-}""" % _INFO_JS
+}""" % (_INFO_JS, _INFO_JS)
 
 
 @dataclasses.dataclass

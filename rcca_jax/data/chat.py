@@ -1,0 +1,98 @@
+"""Prompt formatting for the project's own tokenizer and for Ling tokenizers.
+
+Own format (special tokens of `data/tokenizer/`):
+    <|user|>{system}\n\n{request}<|assistant|>{response}<|end|>
+Ling chat template (detected by its `<role>` and `<|role_end|>` tokens):
+    <role>SYSTEM</role>{system}\ndetailed thinking off<|role_end|>
+    <role>HUMAN</role>{request}<|role_end|><role>ASSISTANT</role>{response}<|role_end|>
+Special-token ids are always looked up by name in the tokenizer; texts are encoded
+separately, so text that merely looks like a special token stays plain text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SYSTEM_PROMPT = ("You build small web apps. Answer with one complete, self-contained HTML "
+                 "file (inline CSS and JavaScript, no external resources) in a single "
+                 "```html code block.")
+USER, ASSISTANT, END, PAD = "<|user|>", "<|assistant|>", "<|end|>", "<|pad|>"
+ROLE_OPEN, ROLE_CLOSE, ROLE_END = "<role>", "</role>", "<|role_end|>"
+LING_THINKING_OFF = "\ndetailed thinking off"
+
+
+class ChatFormatError(ValueError):
+  """The tokenizer lacks the special tokens of either supported chat format."""
+
+
+def _token_id(tokenizer: Any, token: str) -> int | None:
+  """Id of `token` when the tokenizer has it as a single token, else None."""
+  vocab = tokenizer.get_vocab()
+  return vocab.get(token)
+
+
+def is_ling(tokenizer: Any) -> bool:
+  """True for a tokenizer with the Ling role tokens (`<role>`, `</role>`, `<|role_end|>`)."""
+  return all(_token_id(tokenizer, t) is not None for t in (ROLE_OPEN, ROLE_CLOSE, ROLE_END))
+
+
+def _special(tokenizer: Any, token: str) -> int:
+  tid = _token_id(tokenizer, token)
+  if tid is None:
+    raise ChatFormatError(
+        f"tokenizer has no {token!r} token: expected the project's tokenizer (with "
+        f"{USER}, {ASSISTANT}, {END}) or a Ling tokenizer (with {ROLE_OPEN}, {ROLE_END})")
+  return tid
+
+
+def _encode(tokenizer: Any, text: str) -> list[int]:
+  return list(tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
+
+
+def _ling_turn(tokenizer: Any, role: str, text: str | None) -> list[int]:
+  ids = [_special(tokenizer, ROLE_OPEN)] + _encode(tokenizer, role) + [
+      _special(tokenizer, ROLE_CLOSE)]
+  if text is not None:
+    ids += _encode(tokenizer, text) + [_special(tokenizer, ROLE_END)]
+  return ids
+
+
+def format_prompt(tokenizer: Any, request: str, system: str | None = SYSTEM_PROMPT) -> list[int]:
+  """Token ids of the prompt, ending where the assistant's answer starts."""
+  if is_ling(tokenizer):
+    ids: list[int] = []
+    if system is not None:
+      ids += _ling_turn(tokenizer, "SYSTEM", system + LING_THINKING_OFF)
+    return ids + _ling_turn(tokenizer, "HUMAN", request) + _ling_turn(tokenizer, "ASSISTANT", None)
+  user = request if system is None else f"{system}\n\n{request}"
+  return ([_special(tokenizer, USER)] + _encode(tokenizer, user)
+          + [_special(tokenizer, ASSISTANT)])
+
+
+def eos_ids(tokenizer: Any) -> tuple[int, ...]:
+  """Ids that end the assistant's turn (the turn terminator first, then the tokenizer EOS)."""
+  first = _special(tokenizer, ROLE_END if is_ling(tokenizer) else END)
+  eos = getattr(tokenizer, "eos_token_id", None)
+  return (first,) if eos is None or eos == first else (first, int(eos))
+
+
+def pad_id(tokenizer: Any) -> int:
+  """The padding id: `<|pad|>` when present, else the tokenizer's pad or EOS token."""
+  tid = _token_id(tokenizer, PAD)
+  if tid is not None:
+    return tid
+  pad = getattr(tokenizer, "pad_token_id", None)
+  return int(pad) if pad is not None else eos_ids(tokenizer)[0]
+
+
+def format_response(html: str) -> str:
+  """The answer text for a reference app: one fenced html block."""
+  return f"```html\n{html.rstrip()}\n```"
+
+
+def format_sft_example(tokenizer: Any, request: str, response: str,
+                       system: str | None = SYSTEM_PROMPT) -> tuple[list[int], list[int]]:
+  """(ids, loss_mask): prompt (mask 0), then response tokens and the turn end (mask 1)."""
+  prompt = format_prompt(tokenizer, request, system)
+  answer = _encode(tokenizer, response) + [eos_ids(tokenizer)[0]]
+  return prompt + answer, [0] * len(prompt) + [1] * len(answer)
