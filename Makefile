@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 BROWSER_STAMP := $(VENV)/.browser
 PYTEST_ARGS ?=
 
-.PHONY: install browser demo test test-slow test-all bench clean
+.PHONY: install browser demo eval-demo test test-slow test-all corpus bench clean
+WORKDIR ?= /tmp/rcca_tiny
 
 install: $(STAMP) $(BROWSER_STAMP)
 
@@ -36,7 +37,12 @@ $(BROWSER_STAMP): $(STAMP)
 
 browser: $(BROWSER_STAMP)
 
+# The embedded default: a tiny hybrid model, SFT then RCCA RL (re-running resumes).
 demo: install
+	$(PY) -m rcca_jax.main --config=experiments/tiny_cpu.py --workdir=$(WORKDIR)
+
+# Grade the shipped example apps (references and broken variants) and print the table.
+eval-demo: install
 	$(PY) -m rcca_jax.demo
 
 test: install
@@ -47,6 +53,18 @@ test-slow: install
 
 test-all: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# Regenerate data/tasks and data/tokenizer deterministically from seed 0.
+corpus: install
+	$(PY) -m rcca_jax.data.build --seed 0
+
+# Performance scripts; each prints ratios against a baseline measured in the same run.
+bench: install
+	$(PY) benchmarks/evaluator_throughput.py --apps 20
+	$(PY) benchmarks/model_forward.py
+	$(PY) benchmarks/sampler_throughput.py
+	$(PY) benchmarks/train_step.py
+	$(PY) benchmarks/localization_accuracy.py --max-apps 10
 
 clean:
 	rm -rf $(VENV) build *.egg-info

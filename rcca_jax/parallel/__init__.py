@@ -1,0 +1,1 @@
+"""Device meshes (data, fsdp, expert, tensor) and logical-axis partitioning rules."""

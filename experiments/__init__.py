@@ -1,0 +1,1 @@
+"""Experiment configurations (ml_collections files, loaded with config_flags)."""

@@ -1,0 +1,76 @@
+"""Ling-3.0-Flash shape: 124.4B total / 5.10B active parameters (MODEL.md).
+
+    python -m rcca_jax.models.summary --config=experiments/moe_124b.py
+prints the parameter counts and per-device bytes for the mesh below, from abstract
+shapes (nothing allocated; a few seconds on a CPU).
+"""
+
+import ml_collections
+
+
+def model_config() -> ml_collections.ConfigDict:
+  """Fields of rcca_jax.models.LingConfig."""
+  return ml_collections.ConfigDict(dict(
+    vocab_size=157184,
+    hidden_size=2560,
+    intermediate_size=6144,
+    moe_intermediate_size=768,
+    num_hidden_layers=42,
+    num_attention_heads=32,
+    q_lora_rank=None,
+    kv_lora_rank=512,
+    qk_nope_head_dim=128,
+    qk_rope_head_dim=64,
+    v_head_dim=128,
+    rope_theta=6_000_000.0,
+    max_position_embeddings=262144,
+    linear_head_dim=128,
+    short_conv_kernel_size=4,
+    kda_lower_bound=-5.0,
+    num_local_experts=512,
+    num_experts_per_tok=8,
+    n_shared_experts=1,
+    n_group=8,
+    topk_group=4,
+    routed_scaling_factor=2.5,
+    first_k_dense_replace=2,
+    layer_group_size=6,
+    rms_norm_eps=1e-6,
+    dtype="bfloat16",
+    param_dtype="bfloat16",
+    remat=True,
+    moe_impl="ragged",
+  ))
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+  config.seed = 0
+  config.model = model_config()
+  # Mesh axis sizes (rcca_jax.parallel.mesh); -1 takes the remaining devices.
+  config.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=64, expert=8, tensor=1))
+  # Training settings for `python -m rcca_jax.main` (fields as in tiny_cpu.py). The
+  # paper gives no hyper-parameters; these are a starting point. Set init_from_hf to
+  # the Ling-3.0-Flash checkpoint directory (its tokenizer is used too).
+  config.init_from_hf = ""
+  config.micro_batches = 16
+  config.data = ml_collections.ConfigDict(dict(
+    tokenizer="", train_tasks="data/tasks/train.jsonl", families=()))
+  config.sft = ml_collections.ConfigDict(dict(
+    num_steps=2000, batch_size=128, max_len=16384, log_every=10, checkpoint_every=200,
+    optimizer=dict(learning_rate=1e-5, warmup_steps=100, end_lr_ratio=0.1,
+                   weight_decay=0.1, max_grad_norm=1.0)))
+  config.rl = ml_collections.ConfigDict(dict(
+    num_steps=500, policy_loss="rcca", group_size=8, prompts_per_step=64,
+    temperature=1.0, max_new_tokens=16384, max_prompt_len=4096, checkpoint_every=10,
+    optimizer=dict(learning_rate=1e-6, warmup_steps=10, end_lr_ratio=1.0,
+                   weight_decay=0.0, max_grad_norm=1.0),
+    loss=dict(aggregation="seq-mean-token-mean", eps_low=0.2, eps_high=0.28,
+              kl_beta=0.0, rcca_c=1.2, rcca_positive_blamed=1.0)))
+  config.eval = ml_collections.ConfigDict(dict(
+    enabled=True, after_sft=True, every_rl_steps=25, tasks="data/tasks/dev.jsonl",
+    per_family=0, num_tasks=0, samples_per_task=1, temperature=0.0,
+    max_new_tokens=16384, workers=32, num_reports=4,
+    evaluator=dict(response_deadline=90.0)))
+  config.checkpoint = ml_collections.ConfigDict(dict(max_to_keep=3, async_save=True))
+  return config

@@ -1,0 +1,151 @@
+"""Logical-axis partitioning (t5x style).
+
+Model code names each parameter and activation dimension with a logical axis
+("embed", "vocab", "heads", "expert", "batch", ...). A rule table maps logical axes to
+mesh axes (data, fsdp, expert, tensor). On one device, or outside a mesh, every rule is
+trivial and constraints are no-ops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import jax
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
+
+MeshAxes = str | tuple[str, ...] | None
+Rules = Mapping[str, MeshAxes]
+
+# Logical axis -> mesh axis (or axes). Axes missing from the mesh are dropped.
+DEFAULT_RULES: dict[str, MeshAxes] = {
+  # Activations.
+  "batch": ("data", "fsdp", "expert"),
+  "length": None,
+  "act_embed": None,
+  "act_heads": "tensor",
+  "act_mlp": "tensor",
+  "act_vocab": "tensor",
+  "act_expert": "expert",
+  # Parameters.
+  "layers": None,
+  "vocab": "tensor",
+  "embed": "fsdp",
+  "heads": "tensor",
+  "head_dim": None,
+  "q_lora": None,
+  "kv_lora": None,
+  "mlp": "tensor",
+  "expert": "expert",
+  "expert_embed": "fsdp",
+  "expert_mlp": "tensor",
+  "norm": None,
+  "conv": None,
+}
+
+_RULES: contextvars.ContextVar[Rules] = contextvars.ContextVar("rules", default=DEFAULT_RULES)
+
+LOGICAL_AXES = "logical_axes"  # Variable metadata key holding the logical axis names.
+
+
+def param(value: jax.Array, axes: Sequence[str | None]) -> nnx.Param:
+  """An nnx.Param carrying its logical axis names."""
+  if len(axes) != value.ndim:
+    raise ValueError(f"logical axes {axes} do not match shape {value.shape}")
+  return nnx.Param(value, **{LOGICAL_AXES: tuple(axes)})
+
+
+@contextlib.contextmanager
+def use_rules(rules: Rules) -> Iterator[None]:
+  """Sets the logical->mesh rules used by `constrain` inside this context."""
+  token = _RULES.set(rules)
+  try:
+    yield
+  finally:
+    _RULES.reset(token)
+
+
+def current_rules() -> Rules:
+  return _RULES.get()
+
+
+def logical_to_spec(axes: Sequence[str | None], mesh_axis_names: Sequence[str],
+                    mesh_shape: Mapping[str, int] | None = None,
+                    rules: Rules | None = None) -> PartitionSpec:
+  """Maps logical axis names to a PartitionSpec over the named mesh axes.
+
+  Mesh axes that do not exist (or have size 1) are dropped, and a mesh axis is used
+  at most once per spec (first come, first served).
+  """
+  rules = current_rules() if rules is None else rules
+  used: set[str] = set()
+  out: list[MeshAxes] = []
+  for name in axes:
+    target = rules.get(name) if name is not None else None
+    if target is None:
+      out.append(None)
+      continue
+    targets = (target,) if isinstance(target, str) else tuple(target)
+    kept = tuple(t for t in targets if t in mesh_axis_names and t not in used
+                 and (mesh_shape is None or mesh_shape[t] > 1))
+    used.update(kept)
+    out.append(kept[0] if len(kept) == 1 else (kept or None))
+  return PartitionSpec(*out)
+
+
+def constrain(x: jax.Array, axes: Sequence[str | None]) -> jax.Array:
+  """Sharding constraint on an activation, by logical axes; no-op without a mesh."""
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty:
+    return x
+  spec = logical_to_spec(axes, mesh.axis_names, dict(mesh.shape))
+  return jax.lax.with_sharding_constraint(x, spec)
+
+
+def variable_spec(var: nnx.Variable, mesh: jax.sharding.Mesh | jax.sharding.AbstractMesh,
+                  rules: Rules | None = None) -> PartitionSpec:
+  """PartitionSpec of one variable on `mesh` (undivisible dimensions stay whole)."""
+  axes = var.get_metadata(LOGICAL_AXES, None)
+  value = var.get_value() if hasattr(var, "get_value") else var[...]
+  if axes is None:
+    return PartitionSpec(*([None] * len(value.shape)))
+  spec = logical_to_spec(axes, mesh.axis_names, dict(mesh.shape), rules)
+  # Do not shard a dimension the mesh axes do not divide.
+  fixed = []
+  for dim, entry in zip(value.shape, tuple(spec) + (None,) * (len(value.shape) - len(spec))):
+    names = (entry,) if isinstance(entry, str) else (entry or ())
+    size = 1
+    for n in names:
+      size *= mesh.shape[n]
+    fixed.append(entry if size > 1 and dim % size == 0 else None)
+  return PartitionSpec(*fixed)
+
+
+def state_shardings(state: Any, mesh: jax.sharding.Mesh, rules: Rules | None = None) -> Any:
+  """NamedShardings for an nnx.State (or module) from its logical-axis metadata."""
+  if isinstance(state, nnx.Module):
+    state = nnx.state(state)
+
+  def to_sharding(var):
+    return NamedSharding(mesh, variable_spec(var, mesh, rules))
+
+  return jax.tree.map(to_sharding, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def state_specs(state: Any, mesh: jax.sharding.Mesh, rules: Rules | None = None) -> Any:
+  """Like `state_shardings` but returns PartitionSpecs."""
+  return jax.tree.map(lambda s: s.spec, state_shardings(state, mesh, rules))
+
+
+def shard_module(module: nnx.Module, mesh: jax.sharding.Mesh,
+                 rules: Rules | None = None) -> nnx.Module:
+  """Places a module's variables on `mesh` according to their logical axes (in place)."""
+  graphdef, state = nnx.split(module)
+  shardings = state_shardings(state, mesh, rules)
+  state = jax.device_put(state, shardings)
+  nnx.update(module, state)
+  del graphdef
+  return module

@@ -1,0 +1,113 @@
+"""Policy losses selected by name, and config presets for the common variants.
+
+A policy loss maps `(logp, old_logp, advantages, wbar, mask, ref_logp, config)` to the
+loss numerator and additive statistics (see `grpo.policy_loss_terms`); the train step
+divides by the global normaliser. `grpo` ignores the diagnostic weights `wbar`
+(every token has weight 1); `rcca` turns them into METHOD.md §6 effective weights.
+Variants (DAPO, Dr. GRPO) are presets of `LossConfig`, not code branches.
+"""
+
+import dataclasses
+from typing import Any, Callable, Mapping, Optional
+
+import jax
+import jax.numpy as jnp
+
+from rcca_jax.rl import grpo
+from rcca_jax.rl import rcca
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+  """Hyper-parameters of the RL objective (defaults: METHOD.md §6-7)."""
+  policy_loss: str = "rcca"
+  aggregation: str = "seq-mean-token-mean"
+  eps_low: float = 0.2
+  eps_high: float = 0.2
+  kl_beta: float = 0.0
+  scale_advantages_by_std: bool = True
+  rcca_c: float = 1.2
+  rcca_positive_blamed: float = 1.0
+
+  def __post_init__(self):
+    get_policy_loss(self.policy_loss)
+    if self.aggregation not in grpo.AGGREGATIONS:
+      raise ValueError(f"unknown aggregation {self.aggregation!r}; expected one of "
+                       f"{grpo.AGGREGATIONS}")
+
+  @classmethod
+  def from_mapping(cls, values: Mapping[str, Any]) -> "LossConfig":
+    """Builds a config from a dict / ConfigDict; unknown keys are an error."""
+    values = dict(values)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+      raise ValueError(f"unknown loss config keys {unknown}; known: {sorted(known)}")
+    return cls(**values)
+
+
+PolicyLossFn = Callable[..., tuple[jax.Array, dict]]
+_POLICY_LOSSES: dict[str, PolicyLossFn] = {}
+
+
+def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
+  """Decorator adding a policy loss to the registry under `name`."""
+  def register(fn: PolicyLossFn) -> PolicyLossFn:
+    if name in _POLICY_LOSSES:
+      raise ValueError(f"policy loss {name!r} is already registered")
+    _POLICY_LOSSES[name] = fn
+    return fn
+  return register
+
+
+def get_policy_loss(name: str) -> PolicyLossFn:
+  if name not in _POLICY_LOSSES:
+    raise ValueError(
+        f"unknown policy loss {name!r}; registered: {sorted(_POLICY_LOSSES)}")
+  return _POLICY_LOSSES[name]
+
+
+def _clipped_terms(logp, old_logp, advantages, weights, mask, ref_logp,
+                   config: LossConfig):
+  return grpo.policy_loss_terms(
+      logp, old_logp, advantages, weights, mask, eps_low=config.eps_low,
+      eps_high=config.eps_high, aggregation=config.aggregation, ref_logp=ref_logp,
+      kl_beta=config.kl_beta)
+
+
+@register_policy_loss("grpo")
+def grpo_loss(logp, old_logp, advantages, wbar, mask,
+              ref_logp: Optional[jax.Array], config: LossConfig):
+  """Plain GRPO: every token has weight 1 (`wbar` is ignored)."""
+  del wbar
+  return _clipped_terms(logp, old_logp, advantages, jnp.ones_like(logp), mask,
+                        ref_logp, config)
+
+
+@register_policy_loss("rcca")
+def rcca_loss(logp, old_logp, advantages, wbar, mask,
+              ref_logp: Optional[jax.Array], config: LossConfig):
+  """GRPO with RCCA's asymmetric effective weights inside the clipped term."""
+  weights = rcca.effective_weights(
+      wbar, advantages, c=config.rcca_c,
+      positive_blamed=config.rcca_positive_blamed)
+  return _clipped_terms(logp, old_logp, advantages, weights, mask, ref_logp, config)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "grpo": dict(policy_loss="grpo"),
+    "rcca": dict(policy_loss="rcca"),
+    # DAPO: token-level normalisation and a wider upper clip ("clip-higher").
+    "dapo": dict(policy_loss="grpo", aggregation="token-mean", eps_high=0.28),
+    "rcca_dapo": dict(policy_loss="rcca", aggregation="token-mean", eps_high=0.28),
+    # Dr. GRPO: no std scaling of advantages, no per-sequence length normalisation.
+    "dr_grpo": dict(policy_loss="grpo", aggregation="seq-mean-token-sum",
+                    scale_advantages_by_std=False),
+}
+
+
+def preset(name: str, **overrides: Any) -> LossConfig:
+  """The `LossConfig` of preset `name`, with `overrides` applied."""
+  if name not in PRESETS:
+    raise ValueError(f"unknown loss preset {name!r}; known: {sorted(PRESETS)}")
+  return LossConfig.from_mapping({**PRESETS[name], **overrides})

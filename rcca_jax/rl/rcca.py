@@ -1,0 +1,29 @@
+"""RCCA's asymmetric effective token weights (METHOD.md §6)."""
+
+import jax
+import jax.numpy as jnp
+
+
+def effective_weights(wbar: jax.Array, advantages: jax.Array, *, c: float = 1.2,
+                      positive_blamed: float = 1.0) -> jax.Array:
+  """Per-token loss weights from diagnostic weights and advantages.
+
+  Negative-advantage responses keep the diagnostic weight (the update concentrates on
+  blamed code); non-negative ones give blamed tokens (`wbar > 1`) `positive_blamed`
+  and every other token `c`.
+
+  Args:
+    wbar: [B, T] diagnostic weights (1 for untouched tokens).
+    advantages: [B] per-response advantages.
+    c: weight of unblamed tokens of non-negative-advantage responses.
+    positive_blamed: weight of blamed tokens of non-negative-advantage responses.
+
+  Returns:
+    [B, T] effective weights, dtype of `wbar`.
+  """
+  wbar = jnp.asarray(wbar)
+  if wbar.ndim != 2 or jnp.ndim(advantages) != 1:
+    raise ValueError(f"expected wbar [B, T] and advantages [B], got "
+                     f"{wbar.shape} and {jnp.shape(advantages)}")
+  positive = jnp.where(wbar > 1.0, positive_blamed, c).astype(wbar.dtype)
+  return jnp.where(jnp.asarray(advantages)[:, None] < 0, wbar, positive)

@@ -1,0 +1,397 @@
+"""Batched autoregressive sampling from `LingForCausalLM` with a jitted decode loop.
+
+`generate(model, prompts, ...)` left-pads the prompts into one batch (an
+`attention_mask` marks real tokens; RoPE positions and the KDA/MLA states skip the
+padding), fills the decoding cache with a jitted prefill that runs over the prompt in
+fixed-size chunks (the KDA layers use their chunked form for chunks of at least
+`kda_chunk_size` tokens), then samples every new token inside one jitted
+`lax.while_loop`. The loop carries the `LingCache` (KDA conv buffers and float32
+recurrent states, the MLA compressed latent and rotated rope key) and stops when every
+row has emitted an end token or `max_new_tokens` are done. The cache is donated from
+each jitted call to the next, so it is updated in place.
+
+Shapes are bucketed (batch, prompt length, new tokens) so that a run recompiles only
+when a bucket changes; temperature, top-p, top-k, the seed and the end tokens are
+traced values (only "greedy", "plain sampling" and "filtered sampling" compile apart).
+
+Log-probabilities are those of the chosen token under `softmax(logits / temperature)`
+(under `softmax(logits)` for greedy decoding, `temperature=0`), before any top-k/top-p
+filtering: what a trainer recomputes from a full forward over prompt + sample.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from rcca_jax.parallel import partitioning
+
+PREFILL_CHUNK = 256  # Prompt tokens per prefill call (bounds activation memory).
+
+GREEDY, SAMPLE, FILTERED = "greedy", "sample", "filtered"
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleOutput:
+  """Sampled continuations (host numpy arrays).
+
+  tokens: [B, max_new_tokens] int32; after a row's end token, `pad_id`.
+  logprobs: [B, max_new_tokens] float32 log-probability of each chosen token; 0 after
+    the end.
+  lengths: [B] int32 number of generated tokens, the end token included.
+  """
+  tokens: np.ndarray
+  logprobs: np.ndarray
+  lengths: np.ndarray
+
+
+# ---- token choice (pure) --------------------------------------------------------
+
+
+def filter_logits(logits: jax.Array, top_p: jax.Array, top_k: jax.Array) -> jax.Array:
+  """Sets logits outside the top-k, then outside the top-p nucleus, to -inf.
+
+  logits [B, V] float32 (already divided by the temperature); `top_k` <= 0 keeps every
+  token; the nucleus is the smallest set of most likely tokens (of the top-k
+  distribution, renormalised) whose probability reaches `top_p`. Always keeps the
+  most likely token.
+  """
+  vocab = logits.shape[-1]
+  ordered = -jnp.sort(-logits, axis=-1)  # Descending.
+  k = jnp.where(top_k > 0, jnp.minimum(top_k, vocab), vocab)
+  in_top_k = jnp.arange(vocab) < k
+  probs = jax.nn.softmax(jnp.where(in_top_k, ordered, -jnp.inf), axis=-1)
+  mass_before = jnp.cumsum(probs, axis=-1) - probs
+  kept = jnp.minimum(jnp.sum(mass_before < top_p, axis=-1), k)
+  kept = jnp.maximum(kept, 1)
+  threshold = jnp.take_along_axis(ordered, (kept - 1)[:, None], axis=-1)
+  return jnp.where(logits >= threshold, logits, -jnp.inf)
+
+
+def choose_tokens(logits: jax.Array, keys: jax.Array, *, mode: str,
+                  temperature: jax.Array, top_p: jax.Array,
+                  top_k: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Picks one token per row and its log-probability.
+
+  Args:
+    logits: [B, V] next-token logits.
+    keys: [B] PRNG keys (one per row).
+    mode: GREEDY (argmax), SAMPLE (softmax(logits / temperature)) or FILTERED
+      (SAMPLE restricted by `filter_logits`).
+    temperature, top_p, top_k: scalars (ignored where the mode does not use them).
+
+  Returns:
+    (tokens [B] int32, log-probs [B] float32 under softmax(logits / temperature),
+    or softmax(logits) for GREEDY; never renormalised by top-p/top-k).
+  """
+  logits = logits.astype(jnp.float32)
+  if mode == GREEDY:
+    tokens = jnp.argmax(logits, axis=-1)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+  else:
+    scaled = logits / temperature
+    logp = jax.nn.log_softmax(scaled, axis=-1)
+    if mode == FILTERED:
+      scaled = filter_logits(scaled, top_p, top_k)
+    tokens = jax.vmap(jax.random.categorical)(keys, scaled)
+  tokens = tokens.astype(jnp.int32)
+  return tokens, jnp.take_along_axis(logp, tokens[:, None], axis=-1)[:, 0]
+
+
+# ---- bucketing ------------------------------------------------------------------
+
+
+def _next_pow2(n: int) -> int:
+  return 1 << max(0, (n - 1).bit_length())
+
+
+def _round_up(n: int, multiple: int) -> int:
+  return -(-n // multiple) * multiple
+
+
+def batch_bucket(batch: int, shards: int = 1) -> int:
+  """Rows the compiled batch has: a power of two up to 16, then multiples of 16,
+  rounded up to a multiple of the number of batch shards."""
+  rows = _next_pow2(batch) if batch <= 16 else _round_up(batch, 16)
+  return _round_up(rows, shards)
+
+
+def prompt_bucket(length: int, chunk: int) -> int:
+  """Padded prefill length: 0 for nothing, else a power of two (at least 8) up to
+  `chunk`, then multiples of `chunk`."""
+  if length == 0:
+    return 0
+  if length <= chunk:
+    return min(max(8, _next_pow2(length)), chunk)
+  return _round_up(length, chunk)
+
+
+def new_tokens_bucket(n: int) -> int:
+  """Static length of the output buffers: a power of two (at least 8)."""
+  return max(8, _next_pow2(n))
+
+
+# ---- sharding -------------------------------------------------------------------
+
+
+def _batch_axes(mesh: Mesh | None) -> Any:
+  """Mesh axes the batch is split over (None without a mesh)."""
+  if mesh is None:
+    return None
+  spec = partitioning.logical_to_spec(("batch",), mesh.axis_names, dict(mesh.shape))
+  return spec[0]
+
+
+def _batch_shards(mesh: Mesh | None) -> int:
+  axes = _batch_axes(mesh)
+  if axes is None:
+    return 1
+  names = (axes,) if isinstance(axes, str) else axes
+  return math.prod(mesh.shape[n] for n in names)
+
+
+def _constrain_batch(tree: Any, mesh: Mesh | None, batch_axis: int) -> Any:
+  """Shards every array's `batch_axis` over the data axes (scalars replicated)."""
+  axes = _batch_axes(mesh)
+  if axes is None:
+    return tree
+
+  def one(x):
+    if x.ndim <= batch_axis:
+      return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, PartitionSpec()))
+    spec = [None] * x.ndim
+    spec[batch_axis] = axes
+    return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, PartitionSpec(*spec)))
+
+  return jax.tree.map(one, tree)
+
+
+def _constrain_cache(cache: Any, mesh: Mesh | None) -> Any:
+  """Batch sharding of a `LingCache`: stacked group states have batch on axis 1."""
+  if mesh is None:
+    return cache
+  return cache.replace(
+    index=_constrain_batch(cache.index, mesh, 0),
+    slot_mask=_constrain_batch(cache.slot_mask, mesh, 0),
+    positions=_constrain_batch(cache.positions, mesh, 0),
+    prefix=_constrain_batch(cache.prefix, mesh, 0),
+    groups=_constrain_batch(cache.groups, mesh, 1))
+
+
+# ---- jitted stages --------------------------------------------------------------
+
+
+class _Graph:
+  """A module's graphdef as a static jit argument.
+
+  `LingConfig` may hold dicts (e.g. `rope_parameters`), which makes the graphdef
+  unhashable; the hash then comes from the config's repr (equality stays exact).
+  """
+
+  def __init__(self, graphdef, config):
+    self.graphdef = graphdef
+    try:
+      self._hash = hash(graphdef)
+    except TypeError:
+      self._hash = hash((type(config).__name__, repr(config)))
+
+  def __hash__(self):
+    return self._hash
+
+  def __eq__(self, other):
+    return isinstance(other, _Graph) and self.graphdef == other.graphdef
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "batch", "max_len", "mesh"))
+def _init_cache(graphdef, params, *, batch: int, max_len: int, mesh: Mesh | None):
+  model = nnx.merge(graphdef.graphdef, params)
+  return _constrain_cache(model.init_cache(batch, max_len), mesh)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "mesh"), donate_argnames=("cache",))
+def _prefill_chunk(graphdef, params, cache, ids, mask, *, mesh: Mesh | None):
+  """Runs one prompt chunk through the model into the cache.
+
+  The logits are unused, so XLA drops the LM head: a chunk never materialises
+  [B, T, vocab] logits. The last prompt token goes through the decode loop instead.
+  """
+  model = nnx.merge(graphdef.graphdef, params)
+  _, cache = model(ids, attention_mask=mask, cache=cache)
+  return _constrain_cache(cache, mesh)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "mode", "buffer_len", "mesh"),
+                   donate_argnames=("cache",))
+def _decode(graphdef, params, cache, last_tokens, row_keys, finished, max_new_tokens,
+            temperature, top_p, top_k, eos_ids, pad_id, *, mode: str, buffer_len: int,
+            mesh: Mesh | None):
+  """Samples up to `max_new_tokens` tokens per row in a `lax.while_loop`.
+
+  Step s feeds the previous token (at s = 0 the last prompt token, `last_tokens` [B])
+  and samples token s from the logits. `finished` [B] marks rows that take no part
+  (batch padding); finished rows feed masked tokens, which leave their state as is.
+  Returns (tokens [B, buffer_len], logprobs [B, buffer_len], lengths [B], cache).
+  """
+  batch = last_tokens.shape[0]
+
+  def cond(carry):
+    step, _, _, _, _, _, done = carry
+    return (step < max_new_tokens) & ~jnp.all(done)
+
+  def body(carry):
+    step, cache, previous, tokens, logprobs, lengths, done = carry
+    model = nnx.merge(graphdef.graphdef, params)
+    active = ~done
+    logits, cache = model(previous[:, None], attention_mask=active[:, None], cache=cache)
+    keys = jax.vmap(jax.random.fold_in, (0, None))(row_keys, step)
+    new, logp = choose_tokens(logits[:, 0], keys, mode=mode, temperature=temperature,
+                              top_p=top_p, top_k=top_k)
+    new = jnp.where(active, new, pad_id)
+    tokens = tokens.at[:, step].set(new)
+    logprobs = logprobs.at[:, step].set(jnp.where(active, logp, 0.0))
+    lengths = lengths + active.astype(jnp.int32)
+    done = done | jnp.isin(new, eos_ids)
+    return (step + 1, _constrain_cache(cache, mesh), new, tokens, logprobs, lengths, done)
+
+  carry = (jnp.int32(0), cache, last_tokens,
+           jnp.full((batch, buffer_len), pad_id, jnp.int32),
+           jnp.zeros((batch, buffer_len), jnp.float32),
+           jnp.zeros((batch,), jnp.int32), finished)
+  _, cache, _, tokens, logprobs, lengths, _ = jax.lax.while_loop(cond, body, carry)
+  return tokens, logprobs, lengths, cache
+
+
+# ---- public entry points --------------------------------------------------------
+
+
+def _on_mesh(mesh: Mesh | None):
+  return jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext()
+
+
+def init_cache(model: nnx.Module, batch: int, max_len: int, *, mesh: Mesh | None = None):
+  """The empty decoding cache `generate` starts from, with the batch axis of every
+  state over the mesh's data axes (stacked group states: axis 1)."""
+  graphdef, params = nnx.split(model)
+  with _on_mesh(mesh):
+    return _init_cache(_Graph(graphdef, model.config), params, batch=batch,
+                       max_len=max_len, mesh=mesh)
+
+
+def _check_request(prompts: Sequence[Sequence[int]], vocab_size: int, max_new_tokens: int,
+                   temperature: float, top_p: float, top_k: int, prefill_chunk: int) -> None:
+  problems = []
+  if not prompts:
+    problems.append("no prompts given")
+  for i, prompt in enumerate(prompts):
+    if len(prompt) == 0:
+      problems.append(f"prompt {i} is empty")
+      continue
+    bad = [int(t) for t in prompt if not 0 <= int(t) < vocab_size]
+    if bad:
+      problems.append(f"prompt {i} has token ids outside [0, {vocab_size}): {bad[:5]}")
+  if max_new_tokens < 1:
+    problems.append(f"max_new_tokens={max_new_tokens} must be >= 1")
+  if not temperature >= 0:
+    problems.append(f"temperature={temperature} must be >= 0")
+  if not 0 < top_p <= 1:
+    problems.append(f"top_p={top_p} must be in (0, 1]")
+  if top_k < 0:
+    problems.append(f"top_k={top_k} must be >= 0 (0 disables it)")
+  if prefill_chunk < 1:
+    problems.append(f"prefill_chunk={prefill_chunk} must be >= 1")
+  if problems:
+    raise ValueError("generate: " + "; ".join(problems))
+
+
+def _sampling_mode(temperature: float, top_p: float, top_k: int) -> str:
+  if temperature == 0:
+    return GREEDY
+  return FILTERED if (top_k > 0 or top_p < 1) else SAMPLE
+
+
+def _left_pad(prompts: Sequence[Sequence[int]], rows: int, length: int,
+              pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(ids [rows, length], mask [rows, length], last tokens [rows]): every prompt but
+  its last token, right-aligned; batch-padding rows are all padding."""
+  ids = np.full((rows, length), pad_id, np.int32)
+  mask = np.zeros((rows, length), bool)
+  last = np.full((rows,), pad_id, np.int32)
+  for i, prompt in enumerate(prompts):
+    body = np.asarray(prompt[:-1], np.int32)
+    ids[i, length - len(body):] = body
+    mask[i, length - len(body):] = True
+    last[i] = prompt[-1]
+  return ids, mask, last
+
+
+def generate(model: nnx.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
+             temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, seed: int = 0,
+             eos_ids: Sequence[int] = (), pad_id: int | None = None,
+             mesh: Mesh | None = None, prefill_chunk: int = PREFILL_CHUNK) -> SampleOutput:
+  """Samples a continuation of every prompt (see the module docstring).
+
+  Args:
+    model: a `LingForCausalLM` (anything with its `init_cache` / cached-call API).
+    prompts: token-id lists, of different lengths.
+    max_new_tokens: tokens to generate per prompt at most.
+    temperature: softmax temperature; 0 decodes greedily.
+    top_p: nucleus mass (1 disables); top_k: keep the k most likely tokens (0 disables).
+    seed: sampling seed; row i's randomness depends only on (seed, i, step).
+    eos_ids: end tokens; a row stops after emitting one.
+    pad_id: filler after the end (default: the config's pad_token_id, else 0).
+    mesh: when given, the batch is split over its data axes (`partitioning` rules);
+      the model's parameters should already be placed on it (`shard_module`).
+    prefill_chunk: prompt tokens per prefill call.
+
+  Returns:
+    `SampleOutput` with tokens/logprobs [len(prompts), max_new_tokens] and lengths.
+  """
+  cfg = model.config
+  _check_request(prompts, cfg.vocab_size, max_new_tokens, temperature, top_p, top_k,
+                 prefill_chunk)
+  if pad_id is None:
+    pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
+  batch = len(prompts)
+  rows = batch_bucket(batch, _batch_shards(mesh))
+  prefill_len = prompt_bucket(max(len(p) for p in prompts) - 1, prefill_chunk)
+  chunk = min(prefill_len, prefill_chunk) or 1
+  buffer_len = new_tokens_bucket(max_new_tokens)
+  ids, mask, last = _left_pad(prompts, rows, prefill_len, pad_id)
+
+  graphdef, params = nnx.split(model)
+  graphdef = _Graph(graphdef, cfg)
+  key = jax.random.key(seed)
+  row_keys = jax.vmap(jax.random.fold_in, (None, 0))(key, jnp.arange(rows))
+  finished = np.arange(rows) >= batch
+  eos = np.full((new_tokens_bucket(len(eos_ids)),), -1, np.int32)  # Fixed-size, no recompiles.
+  eos[:len(eos_ids)] = list(eos_ids)
+  if mesh is not None:
+    rows_sharding = NamedSharding(mesh, PartitionSpec(_batch_axes(mesh)))
+    ids, mask, last, finished, row_keys = (jax.device_put(x, rows_sharding)
+                                           for x in (ids, mask, last, finished, row_keys))
+  with _on_mesh(mesh):
+    cache = _init_cache(graphdef, params, batch=rows, max_len=prefill_len + buffer_len,
+                        mesh=mesh)
+    for start in range(0, prefill_len, chunk):
+      cache = _prefill_chunk(graphdef, params, cache, ids[:, start:start + chunk],
+                             mask[:, start:start + chunk], mesh=mesh)
+    tokens, logprobs, lengths, cache = _decode(
+      graphdef, params, cache, last, row_keys, finished, jnp.int32(max_new_tokens),
+      jnp.float32(temperature or 1.0), jnp.float32(top_p), jnp.int32(top_k),
+      jnp.asarray(eos), jnp.int32(pad_id), mode=_sampling_mode(temperature, top_p, top_k),
+      buffer_len=buffer_len, mesh=mesh)
+  del cache
+  tokens, logprobs, lengths = jax.device_get((tokens, logprobs, lengths))
+  return SampleOutput(tokens=np.asarray(tokens[:batch, :max_new_tokens], np.int32),
+                      logprobs=np.asarray(logprobs[:batch, :max_new_tokens], np.float32),
+                      lengths=np.asarray(lengths[:batch], np.int32))

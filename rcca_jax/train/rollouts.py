@@ -1,0 +1,144 @@
+"""One RL step's data: prompts -> G samples -> evaluation -> weights -> packed batch.
+
+The sampler's tokens are decoded to the response text; each token's character range
+in that text (from decoding growing prefixes) lets the evaluator's issue spans become
+per-token diagnostic weights (`credit.diagnostic_weights`). Evaluation runs in the
+host-side `EvalPool` (spawned workers with browsers and a per-response deadline, so a
+hung or crashing app costs at most its deadline). The RCCA effective weights are
+computed inside the loss from `wbar` and the advantages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from rcca_jax import credit
+from rcca_jax.data import chat
+from rcca_jax.evaluation.pool import EvalPool, Job
+from rcca_jax.rl import grpo
+from rcca_jax.rl import train_step
+
+GATES = ("format", "source", "runtime")
+
+
+def family_of(task: Any) -> str:
+  """The task's family: `extra["family"]`, else its id without the trailing number."""
+  family = (task.extra or {}).get("family")
+  return str(family) if family else task.id.rsplit("-", 1)[0]
+
+
+@dataclasses.dataclass
+class Rollout:
+  """One sampled response with its evaluation."""
+  task: Any
+  sample_id: int
+  prompt: list[int]
+  tokens: list[int]         # response tokens, the end token included when emitted
+  logprobs: np.ndarray      # [len(tokens)] sampler log-probabilities
+  text: str                 # the response text (end token excluded)
+  offsets: np.ndarray       # [len(tokens), 2] character ranges in `text`
+  record: dict[str, Any] | None = None
+  wbar: np.ndarray | None = None  # [len(tokens)] diagnostic weights
+
+  @property
+  def reward(self) -> float:
+    return float(self.record["reward"]) if self.record else 0.0
+
+
+def decode_with_offsets(tokenizer: Any, tokens: Sequence[int],
+                        end_ids: Sequence[int]) -> tuple[str, np.ndarray]:
+  """Response text and each token's [start, end) in it.
+
+  Token i covers the characters its decoding adds to the prefix before it; an end
+  token (and any token that adds nothing) gets an empty range. Ranges are monotone.
+  """
+  body = list(tokens)
+  while body and body[-1] in end_ids:
+    body.pop()
+  text = tokenizer.decode(body, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+  offsets = np.zeros((len(tokens), 2), np.int64)
+  prev = 0
+  for i in range(len(body)):
+    end = len(tokenizer.decode(body[:i + 1], skip_special_tokens=False,
+                               clean_up_tokenization_spaces=False))
+    end = min(max(end, prev), len(text))
+    offsets[i] = (prev, end)
+    prev = end
+  offsets[len(body):] = (len(text), len(text))
+  return text, offsets
+
+
+def sample(sampler: Any, tokenizer: Any, tasks: Sequence[Any], *, n: int,
+           max_new_tokens: int, temperature: float, seed: int) -> list[Rollout]:
+  """`n` responses per task (prompt-major), decoded, not yet evaluated."""
+  prompts = [chat.format_prompt(tokenizer, t.request) for t in tasks]
+  end_ids = chat.eos_ids(tokenizer)
+  out = sampler.sample(prompts, n=n, max_new_tokens=max_new_tokens,
+                       temperature=temperature, seed=seed, eos_ids=end_ids)
+  rollouts = []
+  for row in range(len(prompts) * n):
+    task_index, sample_id = divmod(row, n)
+    length = int(out.lengths[row])
+    tokens = [int(t) for t in out.tokens[row, :length]]
+    text, offsets = decode_with_offsets(tokenizer, tokens, end_ids)
+    rollouts.append(Rollout(task=tasks[task_index], sample_id=sample_id,
+                            prompt=prompts[task_index], tokens=tokens,
+                            logprobs=np.asarray(out.logprobs[row, :length], np.float32),
+                            text=text, offsets=offsets))
+  return rollouts
+
+
+def evaluate(pool: EvalPool, rollouts: Sequence[Rollout], *,
+             weights: Mapping[str, float] | None = None) -> None:
+  """Fills each rollout's `record` (from the pool) and `wbar` (from its issues)."""
+  jobs = [Job(task=r.task, response=r.text, sample_id=r.sample_id) for r in rollouts]
+  for rollout, record in zip(rollouts, pool.run(jobs, progress=False)):
+    rollout.record = record
+    rollout.wbar = credit.diagnostic_weights(rollout.offsets, record.get("issues") or [],
+                                             **dict(weights or {}))
+
+
+def passed_all(record: Mapping[str, Any]) -> bool:
+  """All gates pass and every rubric of the task passes."""
+  gates = record.get("gates") or {}
+  rubrics = record.get("rubrics") or []
+  return (all(gates.get(g) is True for g in GATES) and bool(rubrics)
+          and all(r.get("passed") is True for r in rubrics))
+
+
+def record_stats(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+  """Mean reward, each gate's pass rate, all-gates rate and pass rate."""
+  n = max(len(records), 1)
+  stats = {"reward_mean": float(sum(float(r.get("reward") or 0.0) for r in records)) / n}
+  for gate in GATES:
+    stats[f"gate_{gate}"] = sum((r.get("gates") or {}).get(gate) is True
+                                for r in records) / n
+  stats["gates_pass"] = sum(all((r.get("gates") or {}).get(g) is True for g in GATES)
+                            for r in records) / n
+  stats["pass_rate"] = sum(passed_all(r) for r in records) / n
+  return stats
+
+
+def rl_batch(rollouts: Sequence[Rollout], *, group_size: int, max_len: int, pad_id: int,
+             scale_by_std: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray]:
+  """The train step's batch (CONTRACTS RL layout) and the advantages."""
+  rewards = np.asarray([r.reward for r in rollouts], np.float32)
+  advantages = np.asarray(grpo.group_advantages(rewards, group_size,
+                                                scale_by_std=scale_by_std))
+  batch = train_step.pack_batch(
+      [r.prompt for r in rollouts], [r.tokens for r in rollouts], max_len=max_len,
+      pad_id=pad_id,
+      per_token={"old_logp": [r.logprobs for r in rollouts],
+                 "wbar": [r.wbar for r in rollouts]},
+      per_sequence={"advantages": advantages}, token_fill={"wbar": 1.0})
+  return batch, advantages
+
+
+def weight_shares(rollouts: Sequence[Rollout]) -> dict[str, float]:
+  """Share of response tokens with a diagnostic weight > 1 (blamed) and mean wbar."""
+  w = np.concatenate([r.wbar for r in rollouts if r.wbar is not None and len(r.wbar)]
+                     or [np.ones(1, np.float32)])
+  return {"blamed_token_share": float(np.mean(w > 1.0)), "wbar_mean": float(np.mean(w))}

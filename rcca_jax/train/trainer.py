@@ -1,0 +1,445 @@
+"""The training job: SFT on reference apps, then RL (RCCA or GRPO), resumable.
+
+Stages and checkpoints (orbax, under `DIR/checkpoints/`):
+  sft/  TrainState of the SFT stage; its step counts SFT updates (the data position
+        is the number of batches consumed).
+  rl/   TrainState of the RL stage (fresh optimizer, params from the finished SFT
+        stage); its step counts RL updates (data position: prompt batches consumed).
+Re-running on the same directory restores the latest checkpoint of the furthest stage
+(model, optimizer, step, PRNG key, data position); a finished SFT stage is not
+repeated, and metrics rows logged after the restored step are dropped before they
+are written again, so no step appears twice in `metrics.jsonl`.
+
+Sampling seeds derive from the checkpointed PRNG key and the step, and prompt order
+from the seed and the data position, so a resumed run continues the same sequence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import pathlib
+import time
+from typing import Any, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from flax import nnx
+
+from rcca_jax.data import chat
+from rcca_jax.data import tasks as tasks_lib
+from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.pool import EvalPool
+from rcca_jax.models import LingConfig, LingForCausalLM
+from rcca_jax.parallel import mesh as mesh_lib
+from rcca_jax.rl import checkpoint as checkpoint_lib
+from rcca_jax.rl import losses
+from rcca_jax.rl import optim
+from rcca_jax.rl import sft as sft_lib
+from rcca_jax.rl import train_step
+from rcca_jax.sampling import JaxSampler
+from rcca_jax.train import eval_loop
+from rcca_jax.train import logging as logging_lib
+from rcca_jax.train import rollouts as rollouts_lib
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+LOCALIZE = "rcca_jax.credit.localize:localize_record"
+
+
+def resolve_path(path: str) -> str:
+  """`path` as given when it exists (or is absolute), else relative to the repo root."""
+  if os.path.isabs(path) or os.path.exists(path):
+    return path
+  return str(REPO_ROOT / path)
+
+
+def load_tokenizer(path: str) -> Any:
+  from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
+  return AutoTokenizer.from_pretrained(resolve_path(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_tasks(path: str) -> tuple:
+  return tuple(tasks_lib.load_tasks(resolve_path(path)))
+
+
+def select_tasks(path: str, *, families: Sequence[str] = (), limit: int = 0,
+                 per_family: int = 0, need_reference: bool = False) -> list[Any]:
+  """Tasks of `path`, optionally only `families`, at most `per_family` of each family
+  and `limit` in all (0: no limit), in file order."""
+  counts: dict[str, int] = {}
+  out = []
+  for task in _load_tasks(path):
+    family = rollouts_lib.family_of(task)
+    if (families and family not in families) or (need_reference and not task.reference):
+      continue
+    if per_family and counts.get(family, 0) >= per_family:
+      continue
+    counts[family] = counts.get(family, 0) + 1
+    out.append(task)
+    if limit and len(out) >= limit:
+      break
+  if not out:
+    raise ValueError(f"{path}: no tasks left after selecting families {list(families)}")
+  return out
+
+
+def model_config(config: ml_collections.ConfigDict, tokenizer: Any) -> LingConfig:
+  """LingConfig from `config.model`; `vocab_size` 0 takes the tokenizer's (rounded up
+  to a multiple of 64), pad/eos ids come from the tokenizer."""
+  fields = dict(config.model.to_dict())
+  if not fields.get("vocab_size"):
+    fields["vocab_size"] = -(-len(tokenizer) // 64) * 64
+  if fields["vocab_size"] < len(tokenizer):
+    raise ValueError(f"model.vocab_size={fields['vocab_size']} is smaller than the "
+                     f"tokenizer's {len(tokenizer)} tokens")
+  fields["pad_token_id"] = chat.pad_id(tokenizer)
+  fields["eos_token_id"] = chat.eos_ids(tokenizer)[0]
+  return LingConfig(**fields)
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
+  return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+def batch_indices(n: int, batch_size: int, position: int, seed: int) -> list[int]:
+  """Indices of batch number `position` of the endless, per-epoch shuffled stream."""
+  out = []
+  for k in range(position * batch_size, (position + 1) * batch_size):
+    epoch, i = divmod(k, n)
+    out.append(int(epoch_order(n, seed, epoch)[i]))
+  return out
+
+
+def step_seed(rng: jax.Array, step: int) -> int:
+  """A sampling seed from the run's PRNG key and the step."""
+  key = jax.random.fold_in(jnp.asarray(rng), step)
+  return int(jax.random.randint(key, (), 0, 2**31 - 1))
+
+
+def optimizer_config(values: ml_collections.ConfigDict, num_steps: int
+                     ) -> optim.OptimizerConfig:
+  fields = dict(values.to_dict())
+  fields.setdefault("total_steps", max(num_steps, 1))
+  fields["total_steps"] = max(fields["total_steps"], 1)
+  fields["warmup_steps"] = min(fields.get("warmup_steps", 0), fields["total_steps"])
+  return optim.OptimizerConfig.from_mapping(fields)
+
+
+def loss_config(config: ml_collections.ConfigDict) -> losses.LossConfig:
+  fields = dict(config.rl.loss.to_dict()) if "loss" in config.rl else {}
+  fields["policy_loss"] = config.rl.policy_loss
+  return losses.LossConfig.from_mapping(fields)
+
+
+@dataclasses.dataclass
+class _Stage:
+  name: str
+  checkpointer: checkpoint_lib.Checkpointer
+  opt_config: optim.OptimizerConfig
+  num_steps: int
+
+
+class Trainer:
+  """Builds everything from a config and runs the job; see the module docstring."""
+
+  def __init__(self, config: ml_collections.ConfigDict, workdir: str):
+    if config.rl.temperature != 1.0:
+      raise ValueError(f"rl.temperature={config.rl.temperature}: the policy loss computes "
+                       "log-probabilities at temperature 1, so RL samples must use 1.0 "
+                       "(the sampler's log-probs are the ratio's denominator)")
+    self.config = config
+    self.workdir = workdir
+    os.makedirs(workdir, exist_ok=True)
+    tokenizer_path = config.data.tokenizer or config.get("init_from_hf")
+    if not tokenizer_path:
+      raise ValueError("config.data.tokenizer is empty (and there is no init_from_hf "
+                       "checkpoint to take the tokenizer from)")
+    self.tokenizer = load_tokenizer(tokenizer_path)
+    self.model_cfg = model_config(config, self.tokenizer)
+    self.pad_id = chat.pad_id(self.tokenizer)
+    self.mesh = (mesh_lib.make_mesh(dict(config.mesh)) if jax.device_count() > 1
+                 else None)
+    init_from = config.get("init_from_hf")
+    if init_from:  # a pretrained `bailing_hybrid` checkpoint (e.g. Ling-3.0-Flash)
+      model = LingForCausalLM.from_hf(resolve_path(init_from),
+                                      dtype=jnp.dtype(config.model.param_dtype),
+                                      remat=config.model.get("remat", False),
+                                      moe_impl=config.model.get("moe_impl", "ragged"))
+      self.model_cfg = model.config
+    else:
+      model = LingForCausalLM(self.model_cfg, rngs=nnx.Rngs(config.seed))
+    self.fmodel = train_step.FunctionalModel(model)
+    ckpt_dir = os.path.join(workdir, "checkpoints")
+    keep = config.checkpoint.max_to_keep
+    async_save = config.checkpoint.async_save
+    self.sft = _Stage("sft", checkpoint_lib.Checkpointer(
+        os.path.join(ckpt_dir, "sft"), max_to_keep=keep, async_save=async_save),
+        optimizer_config(config.sft.optimizer, config.sft.num_steps), config.sft.num_steps)
+    self.rl = _Stage("rl", checkpoint_lib.Checkpointer(
+        os.path.join(ckpt_dir, "rl"), max_to_keep=keep, async_save=async_save),
+        optimizer_config(config.rl.optimizer, config.rl.num_steps), config.rl.num_steps)
+    self.loss = loss_config(config)
+    self.metrics = logging_lib.MetricsLogger(workdir)
+    self._pool: Optional[EvalPool] = None
+    self._dev_tasks: Optional[list] = None
+
+  # ---- shared pieces ------------------------------------------------------------
+
+  def pool(self) -> EvalPool:
+    if self._pool is None:
+      ev = EvalConfig.from_dict(dict(self.config.eval.evaluator.to_dict()))
+      self._pool = EvalPool(ev, workers=self.config.eval.workers, post_process=LOCALIZE)
+    return self._pool
+
+  def close(self) -> None:
+    for stage in (self.sft, self.rl):
+      stage.checkpointer.close()
+    if self._pool is not None:
+      self._pool.close()
+      self._pool = None
+    self.metrics.close()
+
+  def _shardings(self, opt_config):
+    if self.mesh is None:
+      return None
+    return train_step.state_shardings(self.fmodel, opt_config, self.mesh)
+
+  def _fresh_state(self, opt_config) -> train_step.TrainState:
+    return train_step.init_state(self.fmodel, opt_config, self.config.seed,
+                                 self._shardings(opt_config))
+
+  def _restore(self, stage: _Stage, step: Optional[int] = None):
+    target = train_step.abstract_state(self.fmodel, stage.opt_config,
+                                       self._shardings(stage.opt_config))
+    return stage.checkpointer.restore(target, step)
+
+  def _save(self, stage: _Stage, state, position: dict, force: bool = False) -> None:
+    step = int(jax.device_get(state.step))
+    if force or step % self.config[stage.name].checkpoint_every == 0:
+      stage.checkpointer.save(state, position, force=True)
+
+  def _sampler(self, state) -> JaxSampler:
+    return JaxSampler(self.fmodel.merge(state.params, state.model_state), mesh=self.mesh,
+                      pad_id=self.pad_id)
+
+  def _compile(self, objective, stage: _Stage):
+    step, _ = train_step.build_step(
+        self.fmodel, objective, stage.opt_config,
+        train_step.StepConfig(micro_batches=self.config.get("micro_batches", 1)),
+        self.mesh)
+    return step
+
+  def dev_tasks(self) -> list:
+    if self._dev_tasks is None:
+      e = self.config.eval
+      self._dev_tasks = select_tasks(e.tasks, families=tuple(self.config.data.families),
+                                     per_family=e.per_family, limit=e.num_tasks)
+    return self._dev_tasks
+
+  def evaluate(self, state, after: str, step: int) -> dict[str, Any]:
+    """Dev evaluation; logs an `eval` row and writes DIR/eval/AFTER_STEP/."""
+    e = self.config.eval
+    t0 = time.time()
+    summary = eval_loop.run_eval(
+        self._sampler(state), self.tokenizer, self.dev_tasks(), self.pool(),
+        out_dir=os.path.join(self.workdir, "eval", f"{after}_{step:06d}"),
+        max_new_tokens=e.max_new_tokens, temperature=e.temperature,
+        samples_per_task=e.samples_per_task, seed=self.config.seed,
+        num_reports=e.num_reports, title=f"after {after} step {step}")
+    row = eval_loop.flat_metrics(summary)
+    row.update(after=after, eval_s=time.time() - t0)
+    self.metrics.write("eval", step, row)
+    logging_lib.note("eval after %s step %d: reward %.3f gates %.2f pass %.2f", after,
+                   step, summary["reward_mean"], summary["gates_pass"],
+                   summary["pass_rate"])
+    return summary
+
+  def _logged_eval(self, after: str, step: int) -> bool:
+    return any(r.get("stage") == "eval" and r.get("after") == after
+               and r.get("step") == step for r in self.metrics.rows())
+
+  # ---- SFT -----------------------------------------------------------------------
+
+  def sft_examples(self) -> list[tuple[list[int], list[int]]]:
+    d, s = self.config.data, self.config.sft
+    tasks = select_tasks(d.train_tasks, families=tuple(d.families), need_reference=True,
+                         per_family=s.get("per_family", 0))
+    examples, skipped = [], 0
+    for task in tasks:
+      ids, mask = chat.format_sft_example(self.tokenizer, task.request,
+                                          chat.format_response(task.reference))
+      if len(ids) > s.max_len:
+        skipped += 1
+        continue
+      examples.append((ids, mask))
+    if not examples:
+      raise ValueError(f"no SFT example fits sft.max_len={s.max_len}")
+    logging_lib.note("SFT: %d examples (%d longer than %d skipped)", len(examples),
+                   skipped, s.max_len)
+    return examples
+
+  def _sft_batch(self, examples, position: int) -> dict[str, np.ndarray]:
+    s = self.config.sft
+    idx = batch_indices(len(examples), s.batch_size, position, self.config.seed)
+    ids = np.full((len(idx), s.max_len), self.pad_id, np.int32)
+    attn = np.zeros((len(idx), s.max_len), np.float32)
+    loss_mask = np.zeros((len(idx), s.max_len), np.float32)
+    for row, i in enumerate(idx):
+      tokens, mask = examples[i]
+      ids[row, :len(tokens)] = tokens
+      attn[row, :len(tokens)] = 1.0
+      loss_mask[row, :len(tokens)] = mask
+    loss_mask[:, 0] = 0.0
+    return {"input_ids": ids, "attention_mask": attn, "loss_mask": loss_mask}
+
+  def run_sft(self, state) -> train_step.TrainState:
+    stage = self.sft
+    start = int(jax.device_get(state.step))
+    if start >= stage.num_steps:
+      return state
+    examples = self.sft_examples()
+    step_fn = self._compile(sft_lib.NextTokenObjective(), stage)
+    bar = logging_lib.Progress("sft", stage.num_steps, start)
+    log_every = self.config.sft.log_every
+    try:
+      while start < stage.num_steps:
+        t0 = time.time()
+        batch = self._sft_batch(examples, start)
+        state, m = step_fn(state, batch)
+        start += 1
+        m = jax.device_get(m)
+        self._save(stage, state, {"batches": start}, force=start == stage.num_steps)
+        if start % log_every == 0 or start == stage.num_steps:
+          self.metrics.write("sft", start, {
+              "loss": m["loss"], "nll": m["nll"], "grad_norm": m["grad_norm"],
+              "learning_rate": m["learning_rate"], "tokens": m["response_tokens"],
+              "step_s": time.time() - t0})
+        bar.update(loss=float(m["loss"]))
+    finally:
+      bar.close()
+    stage.checkpointer.wait()
+    return state
+
+  # ---- RL ------------------------------------------------------------------------
+
+  def rl_tasks(self) -> list:
+    d = self.config.data
+    return select_tasks(d.train_tasks, families=tuple(d.families),
+                        per_family=self.config.rl.get("per_family", 0))
+
+  def rl_state_from(self, sft_state) -> train_step.TrainState:
+    """Step 0 of the RL stage: the SFT parameters with a fresh RL optimizer."""
+    fresh = self._fresh_state(self.rl.opt_config)
+    return fresh.replace(params=sft_state.params, model_state=sft_state.model_state,
+                         rng=sft_state.rng)
+
+  def run_rl(self, state) -> train_step.TrainState:
+    stage, r = self.rl, self.config.rl
+    start = int(jax.device_get(state.step))
+    if start >= stage.num_steps:
+      return state
+    tasks = self.rl_tasks()
+    objective = train_step.PolicyObjective(self.loss, r.group_size)
+    step_fn = self._compile(objective, stage)
+    max_len = r.max_prompt_len + r.max_new_tokens
+    bar = logging_lib.Progress("rl", stage.num_steps, start)
+    try:
+      while start < stage.num_steps:
+        t0 = time.time()
+        picked = [tasks[i] for i in batch_indices(len(tasks), r.prompts_per_step, start,
+                                                  self.config.seed + 1)]
+        rollouts = rollouts_lib.sample(
+            self._sampler(state), self.tokenizer, picked, n=r.group_size,
+            max_new_tokens=r.max_new_tokens, temperature=r.temperature,
+            seed=step_seed(state.rng, start))
+        t1 = time.time()
+        rollouts_lib.evaluate(self.pool(), rollouts)
+        t2 = time.time()
+        batch, _ = rollouts_lib.rl_batch(
+            rollouts, group_size=r.group_size, max_len=max_len, pad_id=self.pad_id,
+            scale_by_std=self.loss.scale_advantages_by_std)
+        batch = train_step.numpy_batch(batch, objective.keys)
+        state, m = step_fn(state, batch)
+        start += 1
+        m = {k: float(v) for k, v in jax.device_get(m).items()}
+        t3 = time.time()
+        self._save(stage, state, {"prompt_batches": start},
+                   force=start == stage.num_steps)
+        row = rollouts_lib.record_stats([x.record for x in rollouts])
+        row.update(rollouts_lib.weight_shares(rollouts))
+        row.update(m)
+        row.update(response_len=float(np.mean([len(x.tokens) for x in rollouts])),
+                   timeouts=self.pool().stats["timeouts"],
+                   sample_s=t1 - t0, eval_s=t2 - t1, train_s=t3 - t2,
+                   step_s=time.time() - t0)
+        self.metrics.write("rl", start, row)
+        bar.update(reward=row["reward_mean"], passed=row["pass_rate"], loss=row["loss"])
+        if start % self.config.eval.every_rl_steps == 0 or start == stage.num_steps:
+          if self.config.eval.enabled:
+            self.evaluate(state, "rl", start)
+    finally:
+      bar.close()
+    stage.checkpointer.wait()
+    return state
+
+  # ---- the job ---------------------------------------------------------------------
+
+  def train(self) -> None:
+    """SFT (unless finished), post-SFT evaluation (once), then RL; resumes."""
+    try:
+      rl_step = self.rl.checkpointer.latest_step()
+      if rl_step is not None:
+        state, position = self._restore(self.rl)
+        logging_lib.note("resuming RL at step %d (%s)", rl_step, position)
+        self.metrics.truncate("rl", rl_step)
+      else:
+        self.metrics.truncate("rl", 0)
+        sft_step = self.sft.checkpointer.latest_step()
+        if sft_step is not None:
+          state, position = self._restore(self.sft)
+          logging_lib.note("resuming SFT at step %d (%s)", sft_step, position)
+        else:
+          sft_step = 0
+          state = self._fresh_state(self.sft.opt_config)
+        self.metrics.truncate("sft", sft_step)
+        state = self.run_sft(state)
+        done = int(jax.device_get(state.step))
+        if (self.config.eval.enabled and self.config.eval.after_sft
+            and not self._logged_eval("sft", done)):
+          self.evaluate(state, "sft", done)
+        state = self.rl_state_from(state)
+      self.run_rl(state)
+    finally:
+      self.close()
+
+  def evaluate_checkpoint(self, tasks_path: Optional[str] = None,
+                          out_name: Optional[str] = None) -> dict[str, Any]:
+    """Evaluates the latest checkpoint (RL if any, else SFT) on a task file; writes
+    responses, evaluations, report and summary under DIR/eval/OUT_NAME/."""
+    try:
+      for stage in (self.rl, self.sft):
+        if stage.checkpointer.latest_step() is not None:
+          state, _ = self._restore(stage)
+          break
+      else:
+        raise FileNotFoundError(f"no checkpoint under {self.workdir}/checkpoints")
+      e = self.config.eval
+      tasks = (select_tasks(tasks_path, limit=e.num_tasks) if tasks_path
+               else self.dev_tasks())
+      step = int(jax.device_get(state.step))
+      name = out_name or f"{stage.name}_{step:06d}_{pathlib.Path(tasks_path or e.tasks).stem}"
+      summary = eval_loop.run_eval(
+          self._sampler(state), self.tokenizer, tasks, self.pool(),
+          out_dir=os.path.join(self.workdir, "eval", name),
+          max_new_tokens=e.max_new_tokens, temperature=e.temperature,
+          samples_per_task=e.samples_per_task, seed=self.config.seed,
+          num_reports=e.num_reports, title=f"{stage.name} step {step}")
+      print(json.dumps({k: v for k, v in summary.items() if k != "families"}))
+      return summary
+    finally:
+      self.close()

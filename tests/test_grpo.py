@@ -1,0 +1,244 @@
+"""GRPO advantages and the clipped weighted loss against an independent numpy reference."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl.testing import absltest, parameterized
+
+from rcca_jax.rl import grpo
+from rcca_jax.rl import losses
+from rcca_jax.rl import rcca
+
+AGGS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum")
+
+
+def np_advantages(rewards, group_size, eps=1e-6):
+  out = np.empty(len(rewards))
+  for g in range(0, len(rewards), group_size):
+    r = np.asarray(rewards[g:g + group_size], np.float64)
+    out[g:g + group_size] = (r - r.mean()) / (r.std() + eps)
+  return out
+
+
+def np_normaliser(mask, aggregation):
+  """Per-token factor d loss / d per-token-term."""
+  lengths = mask.sum(1)
+  n_seq = max((lengths > 0).sum(), 1)
+  if aggregation == "token-mean":
+    return mask / max(mask.sum(), 1)
+  if aggregation == "seq-mean-token-sum":
+    return mask / n_seq
+  return mask / np.maximum(lengths, 1)[:, None] / n_seq
+
+
+def np_loss_and_grad(logp, old, adv, w, mask, el, eh, aggregation, ref=None, beta=0.0):
+  """Loss and d loss / d logp, written out by hand in float64."""
+  logp, old, w = (np.asarray(x, np.float64) for x in (logp, old, w))
+  a = np.asarray(adv, np.float64)[:, None]
+  ratio = np.exp(logp - old)
+  clipped = np.clip(ratio, 1 - el, 1 + eh)
+  surrogate = np.minimum(ratio * a, clipped * a)
+  per = -w * surrogate
+  # The unclipped branch carries the gradient unless the clipped one is strictly lower.
+  unclipped_active = ratio * a <= clipped * a
+  in_range = (ratio >= 1 - el) & (ratio <= 1 + eh)
+  dper = -w * a * ratio * (unclipped_active | in_range)
+  if ref is not None:
+    d = np.asarray(ref, np.float64) - logp
+    per = per + beta * (np.exp(d) - d - 1)
+    dper = dper + beta * (1 - np.exp(d))
+  norm = np_normaliser(mask, aggregation)
+  return float((per * norm).sum()), dper * norm
+
+
+def random_inputs(seed, b=8, t=12, spread=0.5):
+  rng = np.random.default_rng(seed)
+  old = rng.uniform(-4, -0.1, (b, t))
+  logp = old + rng.uniform(-spread, spread, (b, t))
+  lengths = rng.integers(1, t + 1, b)
+  mask = (np.arange(t)[None] < lengths[:, None]).astype(np.float64)
+  adv = rng.standard_normal(b)
+  w = rng.choice([1.0, 1.2, 1.5, 3.0, 4.0], (b, t))
+  ref = old + rng.uniform(-0.3, 0.3, (b, t))
+  return logp, old, adv, w, mask, ref
+
+
+def f32(*xs):
+  return [jnp.asarray(x, jnp.float32) for x in xs]
+
+
+class AdvantageTest(parameterized.TestCase):
+
+  def test_matches_numpy(self):
+    rewards = np.random.default_rng(0).uniform(0, 1, 24)
+    got = grpo.group_advantages(jnp.asarray(rewards, jnp.float32), 6)
+    np.testing.assert_allclose(got, np_advantages(rewards, 6), rtol=1e-5, atol=1e-5)
+
+  def test_equal_group_gives_zeros_and_is_counted(self):
+    rewards = jnp.asarray([0.5] * 4 + [0.0, 1.0, 0.0, 1.0])
+    adv = grpo.group_advantages(rewards, 4)
+    np.testing.assert_array_equal(adv[:4], 0.0)
+    self.assertTrue(np.all(np.isfinite(adv)))
+    self.assertAlmostEqual(float(grpo.zero_advantage_group_fraction(adv, 4)), 0.5)
+
+  def test_no_std_scaling(self):
+    adv = grpo.group_advantages(jnp.asarray([0.0, 1.0]), 2, scale_by_std=False)
+    np.testing.assert_allclose(adv, [-0.5, 0.5])
+
+  def test_bad_group_size(self):
+    with self.assertRaisesRegex(ValueError, "does not divide"):
+      grpo.group_advantages(jnp.zeros(6), 4)
+
+
+class PolicyLossTest(parameterized.TestCase):
+
+  @parameterized.product(aggregation=AGGS, seed=[0, 1, 2], with_kl=[False, True])
+  def test_loss_and_grad_match_numpy(self, aggregation, seed, with_kl):
+    logp, old, adv, w, mask, ref = random_inputs(seed)
+    beta = 0.1 if with_kl else 0.0
+    want_loss, want_grad = np_loss_and_grad(
+        logp, old, adv, w, mask, 0.2, 0.28, aggregation,
+        ref if with_kl else None, beta)
+    jl, jo, ja, jw, jm, jr = f32(logp, old, adv, w, mask, ref)
+
+    def loss(x):
+      return grpo.policy_loss(x, jo, ja, jw, jm, eps_low=0.2, eps_high=0.28,
+                              aggregation=aggregation,
+                              ref_logp=jr if with_kl else None, kl_beta=beta)[0]
+
+    got_loss, got_grad = jax.value_and_grad(loss)(jl)
+    np.testing.assert_allclose(got_loss, want_loss, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_grad, want_grad, rtol=1e-4, atol=1e-7)
+    # The inputs exercise both sides of the clip range, with both advantage signs.
+    ratio = np.exp(logp - old)
+    outside = ((ratio < 0.8) | (ratio > 1.28)) & (mask > 0)
+    inside = ~outside & (mask > 0)
+    self.assertGreater(outside.sum(), 5)
+    self.assertGreater(inside.sum(), 5)
+    # Clipped tokens on the binding side get exactly zero gradient.
+    binding = (((ratio < 0.8) & (adv[:, None] < 0)) |
+               ((ratio > 1.28) & (adv[:, None] > 0))) & (mask > 0)
+    self.assertGreater(binding.sum(), 0)
+    if not with_kl:
+      np.testing.assert_array_equal(np.asarray(got_grad)[binding], 0.0)
+      self.assertTrue(np.all(np.asarray(got_grad)[outside & ~binding] != 0.0))
+
+  @parameterized.parameters(*AGGS)
+  def test_numpy_gradient_matches_finite_differences(self, aggregation):
+    logp, old, adv, w, mask, ref = random_inputs(7, b=4, t=6)
+    _, grad = np_loss_and_grad(logp, old, adv, w, mask, 0.2, 0.2, aggregation, ref, 0.05)
+    h = 1e-6
+    numeric = np.zeros_like(logp)
+    for idx in np.ndindex(logp.shape):
+      up, down = logp.copy(), logp.copy()
+      up[idx] += h
+      down[idx] -= h
+      numeric[idx] = (
+          np_loss_and_grad(up, old, adv, w, mask, 0.2, 0.2, aggregation, ref, 0.05)[0] -
+          np_loss_and_grad(down, old, adv, w, mask, 0.2, 0.2, aggregation, ref, 0.05)[0]
+      ) / (2 * h)
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
+
+  @parameterized.parameters(*AGGS)
+  def test_split_batch_with_global_denominator(self, aggregation):
+    logp, old, adv, w, mask, _ = random_inputs(3)
+    jl, jo, ja, jw, jm = f32(logp, old, adv, w, mask)
+    whole, _ = grpo.policy_loss(jl, jo, ja, jw, jm, aggregation=aggregation)
+    den = grpo.loss_denominator(jm, aggregation)
+    parts = sum(grpo.policy_loss(jl[s], jo[s], ja[s], jw[s], jm[s],
+                                 aggregation=aggregation, denominator=den)[0]
+                for s in (slice(0, 3), slice(3, 8)))
+    np.testing.assert_allclose(parts, whole, rtol=1e-6)
+
+  def test_unit_weights_is_plain_grpo_and_scale_matters(self):
+    logp, old, adv, _, mask, _ = random_inputs(4)
+    jl, jo, ja, jm = f32(logp, old, adv, mask)
+    ones, _ = grpo.policy_loss(jl, jo, ja, 1.0, jm)
+    want, _ = np_loss_and_grad(logp, old, adv, np.ones_like(logp), mask, 0.2, 0.2,
+                               "seq-mean-token-mean")
+    np.testing.assert_allclose(ones, want, rtol=1e-5)
+    doubled, _ = grpo.policy_loss(jl, jo, ja, 2.0, jm)
+    np.testing.assert_allclose(doubled, 2 * ones, rtol=1e-6)
+
+  @parameterized.parameters(*AGGS)
+  def test_empty_and_equal_groups_never_nan(self, aggregation):
+    logp, old, _, w, mask, ref = random_inputs(5)
+    old[:, -3:] = -np.inf  # Sampler padding may hold anything outside the mask.
+    mask[:, -3:] = 0
+    for m, adv in ((np.zeros_like(mask), np.ones(8)), (mask, np.zeros(8))):
+      jl, jo, ja, jw, jm, jr = f32(logp, old, adv, w, m, ref)
+
+      def loss(x):
+        return grpo.policy_loss(x, jo, ja, jw, jm, aggregation=aggregation,
+                                ref_logp=jr, kl_beta=0.1)
+
+      (value, metrics), grad = jax.value_and_grad(loss, has_aux=True)(jl)
+      self.assertTrue(np.isfinite(value))
+      self.assertTrue(np.all(np.isfinite(grad)))
+      for name, metric in metrics.items():
+        self.assertTrue(np.isfinite(metric), name)
+      if not m.any():
+        self.assertEqual(float(value), 0.0)
+        np.testing.assert_array_equal(grad, 0.0)
+
+  def test_metrics_match_numpy(self):
+    logp, old, adv, w, mask, _ = random_inputs(6)
+    w[0, 0] = 2.5  # Not a bucket value.
+    jl, jo, ja, jw, jm = f32(logp, old, adv, w, mask)
+    _, m = grpo.policy_loss(jl, jo, ja, jw, jm, eps_low=0.2, eps_high=0.28)
+    valid = mask > 0
+    ratio = np.exp(logp - old)[valid]
+    a = np.broadcast_to(adv[:, None], mask.shape)[valid]
+    np.testing.assert_allclose(m["clip_low"], np.mean((ratio < 0.8) & (a < 0)), rtol=1e-6)
+    np.testing.assert_allclose(m["clip_high"], np.mean((ratio > 1.28) & (a > 0)),
+                               rtol=1e-6)
+    np.testing.assert_allclose(m["ratio_min"], ratio.min(), rtol=1e-5)
+    np.testing.assert_allclose(m["ratio_max"], ratio.max(), rtol=1e-5)
+    np.testing.assert_allclose(m["ratio_mean"], ratio.mean(), rtol=1e-5)
+    np.testing.assert_allclose(m["logprob_gap"], np.abs(logp - old)[valid].mean(),
+                               rtol=1e-5)
+    np.testing.assert_allclose(m["abs_advantage"], np.abs(adv).mean(), rtol=1e-6)
+    shares = [float(m[f"weight_share_{b:.1f}"]) for b in grpo.WEIGHT_BUCKETS]
+    for b, share in zip(grpo.WEIGHT_BUCKETS, shares):
+      np.testing.assert_allclose(share, np.mean(w[valid] == b), rtol=1e-6)
+    np.testing.assert_allclose(m["weight_share_other"], 1 / valid.sum(), rtol=1e-6)
+    np.testing.assert_allclose(sum(shares) + m["weight_share_other"], 1.0, rtol=1e-6)
+
+  def test_unknown_aggregation(self):
+    with self.assertRaisesRegex(ValueError, "unknown aggregation"):
+      grpo.policy_loss(*f32(*random_inputs(0)[:5]), aggregation="sum")
+
+
+class RegistryTest(parameterized.TestCase):
+
+  def test_grpo_ignores_wbar_and_rcca_uses_effective_weights(self):
+    logp, old, adv, wbar, mask, _ = random_inputs(8)
+    jl, jo, ja, jw, jm = f32(logp, old, adv, wbar, mask)
+    cfg = losses.preset("grpo")
+    num, _ = losses.get_policy_loss("grpo")(jl, jo, ja, jw, jm, None, cfg)
+    plain, _ = grpo.policy_loss(jl, jo, ja, 1.0, jm)
+    np.testing.assert_allclose(num / grpo.loss_denominator(jm, cfg.aggregation), plain,
+                               rtol=1e-6)
+    cfg = losses.preset("rcca", rcca_c=1.3)
+    num, _ = losses.get_policy_loss("rcca")(jl, jo, ja, jw, jm, None, cfg)
+    weighted, _ = grpo.policy_loss(jl, jo, ja,
+                                   rcca.effective_weights(jw, ja, c=1.3), jm)
+    np.testing.assert_allclose(num / grpo.loss_denominator(jm, cfg.aggregation),
+                               weighted, rtol=1e-6)
+    self.assertNotAlmostEqual(float(weighted), float(plain), places=4)
+
+  def test_presets_and_errors(self):
+    dapo = losses.preset("dapo")
+    self.assertEqual((dapo.aggregation, dapo.eps_high), ("token-mean", 0.28))
+    self.assertFalse(losses.preset("dr_grpo").scale_advantages_by_std)
+    self.assertEqual(losses.preset("rcca", kl_beta=0.1).kl_beta, 0.1)
+    with self.assertRaisesRegex(ValueError, "unknown policy loss"):
+      losses.LossConfig(policy_loss="ppo")
+    with self.assertRaisesRegex(ValueError, "unknown loss preset"):
+      losses.preset("nope")
+    with self.assertRaisesRegex(ValueError, "unknown loss config keys"):
+      losses.LossConfig.from_mapping({"eps": 0.1})
+
+
+if __name__ == "__main__":
+  absltest.main()

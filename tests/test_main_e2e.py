@@ -1,0 +1,261 @@
+"""End to end: `python -m rcca_jax.main` on a shrunk tiny_cpu config (SFT, eval, RL).
+
+Runs the real job in subprocesses (real tokenizer, model, orbax, Chromium pool),
+then checks metrics.jsonl, checkpoints and resume: a re-run with more RL steps
+continues without repeating SFT or any step, and a run killed with SIGKILL in the
+middle of RL resumes at the next step. A shared persistent JAX compilation cache
+keeps the re-runs from compiling again.
+"""
+
+import json
+import math
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from rcca_jax.data import chat
+from rcca_jax.train import logging as logging_lib
+from rcca_jax.train import rollouts
+from rcca_jax.train import trainer
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+SHRINK = [
+    "--config.model.hidden_size=32", "--config.model.intermediate_size=64",
+    "--config.data.families=('dark_mode',)",
+    "--config.sft.num_steps=3", "--config.sft.batch_size=2", "--config.sft.log_every=1",
+    "--config.sft.checkpoint_every=2",
+    "--config.rl.group_size=2", "--config.rl.prompts_per_step=1",
+    "--config.rl.max_new_tokens=24",
+    "--config.eval.per_family=2", "--config.eval.max_new_tokens=24",
+    "--config.eval.workers=1", "--config.eval.num_reports=1",
+]
+
+
+def _run(workdir, *extra, wait=True):
+  env = dict(os.environ, JAX_PLATFORMS="cpu", TOKENIZERS_PARALLELISM="false",
+             JAX_COMPILATION_CACHE_DIR=os.path.join(os.path.dirname(workdir), "jax_cache"),
+             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+             JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+  cmd = [sys.executable, "-m", "rcca_jax.main", "--config=experiments/tiny_cpu.py",
+         f"--workdir={workdir}", *SHRINK, *extra]
+  if not wait:
+    # stderr goes to a file: an unread pipe would fill up and stall the job.
+    log = open(os.path.join(os.path.dirname(workdir), "job.log"), "w")  # pylint: disable=consider-using-with
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=log, text=True)
+  proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                        timeout=1200)
+  if proc.returncode:
+    raise AssertionError(f"main failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+  return proc
+
+
+def _rows(workdir):
+  path = os.path.join(workdir, "metrics.jsonl")
+  if not os.path.exists(path):
+    return []
+  with open(path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def _steps(rows, stage):
+  return [r["step"] for r in rows if r["stage"] == stage]
+
+
+class TrainerPartsTest(parameterized.TestCase):
+  """The host-side pieces the job is made of (fast, no browser)."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tok = trainer.load_tokenizer("data/tokenizer")
+
+  def test_offsets_cover_the_decoded_text(self):
+    text = chat.format_response("<p id=\"x\">héllo &amp; 😀</p>")
+    ids = self.tok.encode(text, add_special_tokens=False) + [chat.eos_ids(self.tok)[0]]
+    decoded, offsets = rollouts.decode_with_offsets(self.tok, ids, chat.eos_ids(self.tok))
+    self.assertEqual(decoded, text)
+    self.assertEqual(offsets.shape, (len(ids), 2))
+    self.assertEqual("".join(decoded[s:e] for s, e in offsets), text)
+    self.assertEqual(tuple(offsets[-1]), (len(text), len(text)))
+    self.assertTrue(np.all(offsets[1:, 0] == offsets[:-1, 1]))
+
+  def test_batch_indices_walk_shuffled_epochs(self):
+    n, b = 5, 3
+    stream = sum((trainer.batch_indices(n, b, k, seed=7) for k in range(4)), [])
+    self.assertEqual(sorted(stream[:5]), list(range(5)))
+    self.assertEqual(sorted(stream[5:10]), list(range(5)))
+    self.assertEqual(stream[3:6], trainer.batch_indices(n, b, 1, seed=7))
+    self.assertNotEqual(stream, sum((trainer.batch_indices(n, b, k, seed=8)
+                                     for k in range(4)), []))
+
+  def test_truncate_drops_rows_after_the_checkpoint(self):
+    workdir = tempfile.mkdtemp()
+    log = logging_lib.MetricsLogger(workdir, tensorboard=False)
+    for step in (1, 2, 3):
+      log.write("rl", step, {"loss": 0.5})
+    log.write("eval", 3, {"after": "rl", "pass_rate": 0.0})
+    log.write("sft", 9, {"loss": 1.0})
+    log.truncate("rl", 1)
+    self.assertEqual([(r["stage"], r["step"]) for r in log.rows()],
+                     [("rl", 1), ("sft", 9)])
+
+  def test_rl_batch_places_weights_and_advantages(self):
+    task = trainer.select_tasks("data/tasks/dev.jsonl", limit=1)[0]
+    items = []
+    for sample_id, reward in enumerate((1.0, 0.0)):
+      items.append(rollouts.Rollout(
+          task=task, sample_id=sample_id, prompt=[5, 6, 7], tokens=[8, 9],
+          logprobs=np.array([-0.5, -0.25], np.float32), text="ab",
+          offsets=np.array([[0, 1], [1, 2]]),
+          record={"reward": reward, "gates": {}, "rubrics": []},
+          wbar=np.array([1.0, 3.0], np.float32)))
+    batch, adv = rollouts.rl_batch(items, group_size=2, max_len=8, pad_id=0)
+    np.testing.assert_allclose(adv, [1.0, -1.0], atol=1e-5)
+    np.testing.assert_allclose(batch["advantages"], adv)
+    np.testing.assert_array_equal(batch["loss_mask"][0], [0, 0, 0, 1, 1, 0, 0, 0])
+    np.testing.assert_allclose(batch["wbar"][1], [1, 1, 1, 1, 3, 1, 1, 1])
+    np.testing.assert_allclose(batch["old_logp"][0, 3:5], [-0.5, -0.25])
+
+  def test_record_stats(self):
+    good = {"reward": 1.0, "gates": {"format": True, "source": True, "runtime": True},
+            "rubrics": [{"id": "r1", "passed": True}]}
+    partial = dict(good, reward=0.5, rubrics=[{"id": "r1", "passed": False}])
+    bad = {"reward": 0.0, "gates": {"format": False, "source": None, "runtime": None},
+           "rubrics": [{"id": "r1", "passed": None}]}
+    stats = rollouts.record_stats([good, partial, bad, bad])
+    self.assertAlmostEqual(stats["reward_mean"], 0.375)
+    self.assertAlmostEqual(stats["gates_pass"], 0.5)
+    self.assertAlmostEqual(stats["gate_format"], 0.5)
+    self.assertAlmostEqual(stats["pass_rate"], 0.25)
+
+  def test_family_selection(self):
+    tasks = trainer.select_tasks("data/tasks/dev.jsonl", families=("counter", "tabs"),
+                                 per_family=2)
+    self.assertEqual(sorted(rollouts.family_of(t) for t in tasks),
+                     ["counter", "counter", "tabs", "tabs"])
+    with self.assertRaisesRegex(ValueError, "no tasks left"):
+      trainer.select_tasks("data/tasks/dev.jsonl", families=("nope",))
+
+
+def _tiny_config(**rl):
+  sys.path.insert(0, str(REPO))
+  from experiments import tiny_cpu  # pylint: disable=import-outside-toplevel
+  config = tiny_cpu.get_config()
+  config.model.update(hidden_size=32, intermediate_size=64)
+  config.data.families = ("dark_mode",)
+  config.sft.update(num_steps=2, batch_size=2, log_every=1)
+  config.rl.update(num_steps=1, group_size=2, prompts_per_step=1, max_new_tokens=8, **rl)
+  config.eval.enabled = False
+  config.eval.workers = 1
+  return config
+
+
+@pytest.mark.browser
+class TrainerInProcessTest(absltest.TestCase):
+  """The fast end-to-end variant: 2 SFT steps and 1 RL step in this process."""
+
+  def test_sft_then_rl_writes_metrics_and_checkpoints(self):
+    workdir = tempfile.mkdtemp(prefix="rcca_inproc_")
+    trainer.Trainer(_tiny_config(), workdir).train()
+    rows = _rows(workdir)
+    self.assertEqual([(r["stage"], r["step"]) for r in rows],
+                     [("sft", 1), ("sft", 2), ("rl", 1)])
+    rl = rows[-1]
+    for key in ("loss", "reward_mean", "pass_rate", "grad_norm"):
+      self.assertTrue(math.isfinite(rl[key]), (key, rl))
+    self.assertEqual(rl["sequences"], 2.0)
+    self.assertEqual(sorted(os.listdir(os.path.join(workdir, "checkpoints"))), ["rl", "sft"])
+    self.assertIn("2", os.listdir(os.path.join(workdir, "checkpoints", "sft")))
+    self.assertIn("1", os.listdir(os.path.join(workdir, "checkpoints", "rl")))
+
+  def test_rl_temperature_other_than_one_is_refused(self):
+    with self.assertRaisesRegex(ValueError, "rl.temperature"):
+      trainer.Trainer(_tiny_config(temperature=0.7), tempfile.mkdtemp())
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+class MainEndToEndTest(absltest.TestCase):
+
+  def test_train_outputs_and_resume(self):
+    root = tempfile.mkdtemp(prefix="rcca_e2e_")
+    workdir = os.path.join(root, "run")
+    _run(workdir, "--config.rl.num_steps=1")
+    rows = _rows(workdir)
+    self.assertEqual(_steps(rows, "sft"), [1, 2, 3])
+    self.assertEqual(_steps(rows, "rl"), [1])
+    for row in rows:
+      if row["stage"] in ("sft", "rl"):
+        self.assertTrue(math.isfinite(row["loss"]), row)
+    rl = [r for r in rows if r["stage"] == "rl"][0]
+    for key in ("reward_mean", "pass_rate", "gate_format", "blamed_token_share"):
+      self.assertTrue(0.0 <= rl[key] <= 1.0, (key, rl[key]))
+    evals = [r for r in rows if r["stage"] == "eval"]
+    self.assertEqual([(r["after"], r["step"]) for r in evals], [("sft", 3), ("rl", 1)])
+    self.assertIn("dark_mode/pass_rate", evals[0])
+    eval_dir = pathlib.Path(workdir, "eval", "sft_000003")
+    for name in ("responses.jsonl", "evaluations.jsonl", "summary.json", "report.html"):
+      self.assertTrue((eval_dir / name).is_file(), name)
+    self.assertEqual(len((eval_dir / "evaluations.jsonl").read_text().splitlines()), 2)
+    self.assertTrue(list(pathlib.Path(workdir, "tb").iterdir()))
+    ckpt = pathlib.Path(workdir, "checkpoints")
+    self.assertIn("3", os.listdir(ckpt / "sft"))
+    self.assertIn("1", os.listdir(ckpt / "rl"))
+
+    # Same directory, more RL steps: SFT is not repeated, RL continues at step 2.
+    _run(workdir, "--config.rl.num_steps=2")
+    rows = _rows(workdir)
+    self.assertEqual(_steps(rows, "sft"), [1, 2, 3])
+    self.assertEqual(_steps(rows, "rl"), [1, 2])
+    self.assertEqual([(r["after"], r["step"]) for r in rows if r["stage"] == "eval"],
+                     [("sft", 3), ("rl", 1), ("rl", 2)])
+
+    # A finished run re-run does nothing new.
+    _run(workdir, "--config.rl.num_steps=2")
+    self.assertEqual(len(_rows(workdir)), len(rows))
+
+    # Evaluation mode on a task file.
+    proc = _run(workdir, "--mode=eval", "--tasks=data/tasks/dev.jsonl",
+                "--config.eval.num_tasks=1")
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    self.assertEqual(summary["samples"], 1)
+    self.assertTrue(pathlib.Path(workdir, "eval", "rl_000002_dev", "summary.json").is_file())
+
+  def test_sigkill_mid_rl_resumes_at_next_step(self):
+    root = tempfile.mkdtemp(prefix="rcca_e2e_kill_")
+    workdir = os.path.join(root, "run")
+    # Untrained responses fail the format gate at once, so an RL step costs mostly its
+    # sampling: long responses and many steps leave time to kill it in the middle.
+    args = ("--config.rl.num_steps=20", "--config.rl.max_new_tokens=256",
+            "--config.eval.enabled=False")
+    proc = _run(workdir, *args, wait=False)
+    deadline = time.monotonic() + 1200
+    while not _steps(_rows(workdir), "rl") and proc.poll() is None:
+      self.assertLess(time.monotonic(), deadline, "no RL step within the time limit")
+      time.sleep(0.05)
+    if proc.poll() is not None:
+      self.fail(f"ended before it could be killed (exit {proc.returncode})")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = _steps(_rows(workdir), "rl")
+    self.assertTrue(done)
+    self.assertLess(max(done), 20)
+    _run(workdir, *args)
+    rows = _rows(workdir)
+    self.assertEqual(_steps(rows, "sft"), [1, 2, 3])
+    self.assertEqual(_steps(rows, "rl"), list(range(1, 21)))
+
+
+if __name__ == "__main__":
+  absltest.main()

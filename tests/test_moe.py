@@ -1,0 +1,117 @@
+"""Router and expert kernels of the MoE layer."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from absl.testing import absltest, parameterized
+from flax import nnx
+from transformers import BailingHybridConfig
+from transformers.models.bailing_hybrid import modeling_bailing_hybrid as hf_mod
+
+from rcca_jax.models import moe
+from rcca_jax.models.config import LingConfig
+
+jax.config.update("jax_default_matmul_precision", "highest")
+
+
+def _tiny(**kw):
+  base = dict(vocab_size=32, hidden_size=32, moe_intermediate_size=16, num_hidden_layers=1,
+              num_local_experts=16, num_experts_per_tok=4, n_group=4, topk_group=2,
+              first_k_dense_replace=0, layer_group_size=1)
+  base.update(kw)
+  return LingConfig(**base)
+
+
+class RouterTest(parameterized.TestCase):
+
+  @parameterized.parameters((4, 2, True), (1, 1, True), (8, 3, False))
+  def test_matches_transformers_router(self, n_group, topk_group, renorm):
+    e, d, k = 16, 32, 4
+    cfg = BailingHybridConfig(hidden_size=d, num_local_experts=e, num_experts_per_tok=k,
+                              n_group=n_group, topk_group=topk_group, norm_topk_prob=renorm,
+                              routed_scaling_factor=2.5, pad_token_id=0, vocab_size=8)
+    torch.manual_seed(0)
+    router = hf_mod.BailingHybridTopkRouter(cfg)
+    with torch.no_grad():
+      router.weight.normal_(0, 0.5)
+      router.e_score_correction_bias.normal_(0, 0.3)
+    x = torch.randn(40, d)
+    _, w_ref, idx_ref = router(x)
+    routing = moe.route(jnp.asarray(x.numpy()), jnp.asarray(router.weight.detach().numpy().T),
+                        jnp.asarray(router.e_score_correction_bias.numpy()), top_k=k,
+                        n_group=n_group, topk_group=topk_group, renormalize=renorm,
+                        scaling=2.5)
+    # Same expert sets and weights per token (order within top-k may differ).
+    for t in range(40):
+      ref = dict(zip(idx_ref[t].tolist(), w_ref[t].tolist()))
+      ours = dict(zip(np.asarray(routing.experts[t]).tolist(),
+                      np.asarray(routing.weights[t]).tolist()))
+      self.assertEqual(set(ref), set(ours))
+      for expert, weight in ref.items():
+        self.assertAlmostEqual(ours[expert], weight, places=5)
+
+  def test_bias_changes_selection_not_weights(self):
+    x = jax.random.normal(jax.random.key(0), (8, 32))
+    w = jax.random.normal(jax.random.key(1), (32, 16))
+    bias = jnp.zeros(16).at[3].set(10.0)
+    routing = moe.route(x, w, bias, top_k=2, n_group=1, topk_group=1, renormalize=False,
+                        scaling=1.0)
+    self.assertTrue(bool((routing.experts == 3).any(-1).all()))
+    scores = jax.nn.sigmoid(x @ w)
+    np.testing.assert_allclose(routing.weights,
+                               jnp.take_along_axis(scores, routing.experts, 1), rtol=1e-6)
+
+  def test_group_limit_keeps_experts_in_chosen_groups(self):
+    x = jax.random.normal(jax.random.key(2), (64, 32))
+    w = jax.random.normal(jax.random.key(3), (32, 16))
+    routing = moe.route(x, w, jnp.zeros(16), top_k=4, n_group=4, topk_group=2,
+                        renormalize=True, scaling=1.0)
+    groups = np.asarray(routing.experts) // 4
+    self.assertTrue(all(len(set(row)) <= 2 for row in groups.tolist()))
+    np.testing.assert_allclose(np.asarray(routing.weights).sum(-1), 1.0, rtol=1e-5)
+
+
+class ExpertsTest(parameterized.TestCase):
+
+  def test_ragged_and_dense_paths_agree(self):
+    cfg = _tiny()
+    layer = moe.MoE(cfg, rngs=nnx.Rngs(0))
+    x = jax.random.normal(jax.random.key(4), (3, 11, 32))
+    ragged, counts = layer(x)
+    layer.cfg = cfg.replace(moe_impl="dense")
+    dense, counts_dense = layer(x)
+    np.testing.assert_allclose(ragged, dense, atol=1e-5, rtol=0)
+    self.assertGreater(float(jnp.abs(ragged).max()), 1e-3)
+    np.testing.assert_array_equal(counts, counts_dense)
+    self.assertEqual(int(counts.sum()), 3 * 11 * cfg.num_experts_per_tok)
+
+  def test_counts_ignore_masked_tokens(self):
+    layer = moe.MoE(_tiny(), rngs=nnx.Rngs(0))
+    x = jax.random.normal(jax.random.key(5), (2, 6, 32))
+    mask = jnp.array([[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1]], bool)
+    _, counts = layer(x, mask)
+    self.assertEqual(int(counts.sum()), 9 * 4)
+
+  def test_ragged_experts_match_loop_reference(self):
+    rng = np.random.default_rng(0)
+    e, d, i, n, k = 6, 8, 5, 10, 2
+    wg, wu = rng.normal(size=(e, d, i)), rng.normal(size=(e, d, i))
+    wd, x = rng.normal(size=(e, i, d)), rng.normal(size=(n, d))
+    experts = np.stack([rng.choice(e, k, replace=False) for _ in range(n)])
+    weights = rng.uniform(size=(n, k))
+    ref = np.zeros((n, d))
+    for t in range(n):
+      for j in range(k):
+        c = experts[t, j]
+        g, u = x[t] @ wg[c], x[t] @ wu[c]
+        ref[t] += weights[t, j] * ((g / (1 + np.exp(-g)) * u) @ wd[c])
+    routing = moe.Routing(jnp.asarray(weights, jnp.float32), jnp.asarray(experts, jnp.int32),
+                          jnp.zeros((n, e)))
+    args = [jnp.asarray(a, jnp.float32) for a in (x, wg, wu, wd)]
+    np.testing.assert_allclose(moe.experts_ragged(args[0], routing, *args[1:]), ref,
+                               atol=1e-4, rtol=1e-5)
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -1,0 +1,196 @@
+"""The RL/SFT train step on the real tiny LingForCausalLM."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from absl.testing import absltest, parameterized
+
+import rl_fixtures
+from rcca_jax.rl import grpo
+from rcca_jax.rl import losses
+from rcca_jax.rl import optim
+from rcca_jax.rl import rcca
+from rcca_jax.rl import sft
+from rcca_jax.rl import train_step as ts
+
+OPT = optim.OptimizerConfig(learning_rate=1e-3, warmup_steps=2, total_steps=10)
+
+
+def np_token_logprobs(logits, ids):
+  """Independent float64 log-softmax and gather, aligned like the step's arrays."""
+  logits = np.asarray(logits, np.float64)[:, :-1]
+  logits = logits - logits.max(-1, keepdims=True)
+  logz = np.log(np.exp(logits).sum(-1))
+  picked = np.take_along_axis(logits, ids[:, 1:, None], -1)[..., 0]
+  return np.pad(picked - logz, ((0, 0), (1, 0)))
+
+
+def gradients(loss_config, micro_batches, batch):
+  """Loss, gradients, metrics and expert counts of the small model on `batch`."""
+  fmodel = ts.FunctionalModel(rl_fixtures.small_model())
+  objective = ts.PolicyObjective(loss_config, group_size=4)
+  fn = jax.jit(ts.make_gradient_fn(fmodel, objective, micro_batches))
+  loss, grads, stats, counts = fn(fmodel.params, fmodel.model_state,
+                                  ts.numpy_batch(batch, objective.keys))
+  return loss, grads, grpo.finalize_stats(stats), counts
+
+
+class AccumulationTest(parameterized.TestCase):
+
+  def _check(self, loss_config, k):
+    batch = rl_fixtures.rl_batch(seed=1)
+    loss1, grads1, metrics1, counts1 = gradients(loss_config, 1, batch)
+    loss_k, grads_k, metrics_k, counts_k = gradients(loss_config, k, batch)
+    self.assertGreater(float(jnp.abs(loss1)), 1e-3)
+    self.assertGreater(float(optax_norm(grads1)), 1e-3)
+    np.testing.assert_allclose(loss_k, loss1, rtol=1e-5, atol=1e-7)
+    # fp32 at 1e-5 of each gradient's scale: entries near zero come from cancelling
+    # sums, where a different summation order alone moves the relative error to 1e-3
+    # (k=1 vs k=2 differ by <= 7e-7 of the scale; a normalisation bug would be O(1)).
+    self.assertLess(rl_fixtures.max_scaled_diff(grads_k, grads1), 1e-5)
+    for name in metrics1:
+      np.testing.assert_allclose(metrics_k[name], metrics1[name], rtol=1e-5,
+                                 atol=1e-7, err_msg=name)
+    np.testing.assert_array_equal(counts_k, counts1)
+
+  def test_four_micro_batches_seq_mean_token_mean(self):
+    self._check(losses.preset("rcca"), 4)
+
+  @pytest.mark.slow
+  @parameterized.parameters(
+      (dict(aggregation="token-mean", kl_beta=0.05),),
+      (dict(aggregation="seq-mean-token-sum"),))
+  def test_two_micro_batches_other_aggregations(self, overrides):
+    self._check(losses.preset("rcca", **overrides), 2)
+
+
+def optax_norm(tree):
+  return jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree.leaves(tree)))
+
+
+class StepTest(parameterized.TestCase):
+
+  def test_step_matches_independent_loss_and_balances_experts(self):
+    model = rl_fixtures.small_model()
+    batch = rl_fixtures.rl_batch(seed=2)
+    config = losses.preset("rcca")
+    # Independent reference: the model called directly, numpy log-softmax.
+    logits, aux = model(jnp.asarray(batch["input_ids"]),
+                        attention_mask=jnp.asarray(batch["attention_mask"]),
+                        return_aux=True)
+    logp = np_token_logprobs(logits, batch["input_ids"])
+    weights = rcca.effective_weights(jnp.asarray(batch["wbar"]),
+                                     jnp.asarray(batch["advantages"]))
+    want_loss, want_metrics = grpo.policy_loss(
+        jnp.asarray(logp, jnp.float32), batch["old_logp"], batch["advantages"],
+        weights, batch["loss_mask"])
+    counts = np.asarray(aux["expert_counts"], np.float64)
+
+    fmodel = ts.FunctionalModel(model)
+    state = ts.init_state(fmodel, OPT)
+    bias_before = jax.tree.map(np.asarray, state.model_state)
+    step, _ = ts.build_step(fmodel, ts.PolicyObjective(config, group_size=4), OPT,
+                            ts.StepConfig(expert_bias_rate=0.01))
+    first_leaf = jax.tree.leaves(state.params)[0]
+    new_state, metrics = step(state, ts.numpy_batch(batch, ts.RL_KEYS))
+
+    self.assertTrue(first_leaf.is_deleted())  # The state was donated.
+    np.testing.assert_allclose(metrics["loss"], want_loss, rtol=1e-5)
+    for name in ("ratio_mean", "ratio_min", "ratio_max", "clip_low", "clip_high",
+                 "logprob_gap", "weight_share_1.2", "weight_share_3.0"):
+      np.testing.assert_allclose(metrics[name], want_metrics[name], rtol=1e-5,
+                                 err_msg=name)
+    self.assertAlmostEqual(float(metrics["zero_advantage_groups"]), 0.5)
+    self.assertAlmostEqual(float(metrics["learning_rate"]), 5e-4, places=9)
+    self.assertEqual(int(new_state.step), 1)
+    probs = np.exp(np.asarray(logits, np.float64)[:, :-1])
+    probs /= probs.sum(-1, keepdims=True)
+    entropy = -(probs * np.log(probs)).sum(-1)
+    mask = batch["loss_mask"][:, 1:]
+    np.testing.assert_allclose(metrics["entropy"], (entropy * mask).sum() / mask.sum(),
+                               rtol=1e-5)
+    # Router biases: exactly rate * sign(mean load - load), untouched by AdamW.
+    moe_layers = sorted(bias_before["layers"])
+    for layer in moe_layers:
+      load = counts[layer]
+      want = 0.01 * np.sign(load.mean() - load)
+      got = (new_state.model_state["layers"][layer]["mlp"]["correction_bias"] -
+             bias_before["layers"][layer]["mlp"]["correction_bias"])
+      np.testing.assert_allclose(got, want, atol=1e-7)
+    self.assertGreater(np.abs(counts).sum(), 0)
+    for name, metric in metrics.items():
+      self.assertTrue(np.isfinite(metric), name)
+
+  @pytest.mark.slow
+  def test_grpo_and_rcca_differ_only_by_weights(self):
+    batch = rl_fixtures.rl_batch(seed=3)
+    batch["wbar"] = np.ones_like(batch["wbar"])
+    cfg = dict(rcca_c=1.0)
+    loss_r, grads_r, _, _ = gradients(losses.preset("rcca", **cfg), 1, batch)
+    loss_g, grads_g, _, _ = gradients(losses.preset("grpo"), 1, batch)
+    # Two differently fused programs: equal up to fp32 rounding (measured 2.6e-6).
+    np.testing.assert_allclose(loss_r, loss_g, rtol=1e-5)
+    self.assertLess(rl_fixtures.max_scaled_diff(grads_r, grads_g), 1e-5)
+
+
+class SftTest(parameterized.TestCase):
+
+  def test_sft_loss_is_response_nll_and_decreases(self):
+    model = rl_fixtures.small_model()
+    batch = rl_fixtures.rl_batch(seed=4)
+    logits = model(jnp.asarray(batch["input_ids"]),
+                   attention_mask=jnp.asarray(batch["attention_mask"]))
+    logp = np_token_logprobs(logits, batch["input_ids"])
+    mask = batch["loss_mask"]
+    want = -(logp * mask).sum() / mask.sum()
+    fmodel = ts.FunctionalModel(model)
+    opt = optim.OptimizerConfig(learning_rate=1e-2, total_steps=10)
+    state = ts.init_state(fmodel, opt)
+    step = ts.compile_step(sft.make_sft_step(fmodel, opt), sft.SFT_KEYS)
+    data = ts.numpy_batch(batch, sft.SFT_KEYS)
+    history = []
+    for _ in range(4):
+      state, metrics = step(state, data)
+      history.append(float(metrics["loss"]))
+    np.testing.assert_allclose(history[0], want, rtol=1e-5)
+    np.testing.assert_allclose(metrics["nll"], metrics["loss"], rtol=1e-6)
+    self.assertLess(history[-1], history[0] - 0.05)
+
+
+class BatchTest(parameterized.TestCase):
+
+  def test_pack_batch(self):
+    out = ts.pack_batch([[5, 6], [7]], [[8, 9, 10], []], max_len=4, pad_id=0,
+                        per_token={"old_logp": [[-1.0, -2.0, -3.0], []],
+                                   "wbar": [[3.0, 1.0, 1.5], []]},
+                        per_sequence={"advantages": [0.5, -0.5]},
+                        token_fill={"wbar": 1.0})
+    np.testing.assert_array_equal(out["input_ids"], [[5, 6, 8, 9], [7, 0, 0, 0]])
+    np.testing.assert_array_equal(out["attention_mask"], [[1, 1, 1, 1], [1, 0, 0, 0]])
+    np.testing.assert_array_equal(out["loss_mask"], [[0, 0, 1, 1], [0, 0, 0, 0]])
+    np.testing.assert_array_equal(out["old_logp"], [[0, 0, -1, -2], [0, 0, 0, 0]])
+    np.testing.assert_array_equal(out["wbar"], [[1, 1, 3, 1], [1, 1, 1, 1]])
+    ts.numpy_batch(out, ts.RL_KEYS)  # Valid as it is.
+    with self.assertRaisesRegex(ValueError, "row 0: wbar has 1 values"):
+      ts.pack_batch([[1]], [[2, 3]], max_len=4, per_token={"wbar": [[1.0]]})
+
+  def test_numpy_batch_errors(self):
+    batch = rl_fixtures.rl_batch()
+    with self.assertRaisesRegex(ValueError, "missing \\['wbar'\\]"):
+      ts.numpy_batch({k: v for k, v in batch.items() if k != "wbar"}, ts.RL_KEYS)
+    bad = dict(batch, advantages=batch["advantages"][:3])
+    with self.assertRaisesRegex(ValueError, "advantages has shape"):
+      ts.numpy_batch(bad, ts.RL_KEYS)
+    bad = dict(batch, old_logp=batch["old_logp"].copy())
+    bad["old_logp"][5, -1] = np.nan
+    bad["loss_mask"] = batch["loss_mask"].copy()
+    bad["loss_mask"][5, -1] = 1.0
+    with self.assertRaisesRegex(ValueError, "old_logp has non-finite values in rows \\[5\\]"):
+      ts.numpy_batch(bad, ts.RL_KEYS)
+    bad["loss_mask"][5, -1] = 0.0  # Outside the response: replaced, not an error.
+    self.assertEqual(ts.numpy_batch(bad, ts.RL_KEYS)["old_logp"][5, -1], 0.0)
+
+
+if __name__ == "__main__":
+  absltest.main()
