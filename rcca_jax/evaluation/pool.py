@@ -177,6 +177,17 @@ class _Worker:
       pass
     self.conn.close()
 
+  def reap(self) -> None:
+    """Ends the worker whatever its state; an exited one may leave its browser group."""
+    if self.proc.is_alive():
+      self.kill()
+      return
+    try:
+      os.killpg(self.proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+      pass
+    self.conn.close()
+
 
 class EvalPool:
   """N worker processes evaluating jobs; use as a context manager."""
@@ -211,13 +222,7 @@ class EvalPool:
     deadline = time.monotonic() + 10
     for w in self._workers:
       w.proc.join(max(0.1, deadline - time.monotonic()))
-      if w.proc.is_alive():
-        w.kill()
-      else:
-        try:
-          os.killpg(w.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-          pass
+      w.reap()
     self._workers = []
 
   def _timeout_record(self, job: Job, reason: str) -> dict:
@@ -273,14 +278,7 @@ class EvalPool:
   def _replace(self, w: _Worker, respawn: bool) -> None:
     if w in self._workers:
       self._workers.remove(w)
-    if w.proc.is_alive():
-      w.kill()
-    else:
-      try:
-        os.killpg(w.proc.pid, signal.SIGKILL)
-      except (ProcessLookupError, PermissionError):
-        pass
-      w.conn.close()
+    w.reap()
     if respawn:
       self._spawn()
 
