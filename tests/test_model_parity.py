@@ -15,7 +15,7 @@ from transformers import BailingHybridForCausalLM
 
 from hf_tiny import hf_logits, make_hf_model, random_ids
 from rcca_jax.models import LingForCausalLM
-from rcca_jax.models import checkpoint
+from rcca_jax.models import hf_checkpoint
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
@@ -139,7 +139,7 @@ class ParityTest(parameterized.TestCase):
     path = self._tmpdir()
     hf.save_pretrained(path, max_shard_size="20KB")
     self.assertTrue(os.path.exists(os.path.join(path, "model.safetensors.index.json")))
-    tensors = checkpoint.read_tensors(path)
+    tensors = hf_checkpoint.read_tensors(path)
     tensors["model.layers.4.eh_proj.weight"] = np.zeros((4, 4), np.float32)  # MTP layer.
     model = LingForCausalLM.from_hf(path)
     ids = random_ids(6, 1, 8, hf.config.vocab_size)
@@ -150,13 +150,13 @@ class ParityTest(parameterized.TestCase):
     hf = make_hf_model(6)
     path = self._tmpdir()
     hf.save_pretrained(path)
-    tensors = checkpoint.read_tensors(path)
+    tensors = hf_checkpoint.read_tensors(path)
     del tensors["model.layers.1.attention.kv_b_proj.weight"]
     tensors["model.layers.0.attention.mystery.weight"] = np.zeros((2,), np.float32)
     model = LingForCausalLM.from_hf(path)
     with self.assertRaisesRegex(ValueError, r"(?s)unknown tensors.*mystery.*missing tensors"
                                 r".*layers\.1\.attention\.kv_b_proj"):
-      checkpoint.load_hf_tensors(model, tensors, source=path)
+      hf_checkpoint.load_hf_tensors(model, tensors, source=path)
 
 
   def test_bfloat16_keeps_router_and_kda_gates_in_float32(self):

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from rcca_jax.models import checkpoint
+from rcca_jax.models import hf_checkpoint
 from rcca_jax.models.config import DENSE, FULL_ATTENTION, LingConfig
 from rcca_jax.models.layers import MLP, Embed, Linear, RMSNorm
 from rcca_jax.models.mla import MLACache, MultiHeadLatentAttention, rope_cos_sin
@@ -279,14 +279,14 @@ class LingForCausalLM(nnx.Module):
     float32). Extra keyword arguments override LingConfig fields (e.g. remat=True).
     """
     name = jnp.dtype(dtype).name
-    hf_config = checkpoint.read_config(path)
+    hf_config = hf_checkpoint.read_config(path)
     cfg = LingConfig.from_hf_config(hf_config, dtype=name, param_dtype=name,
                                     **config_overrides)
     model = nnx.eval_shape(lambda: cls(cfg, rngs=nnx.Rngs(0)))
-    tensors = checkpoint.read_tensors(path)
-    checkpoint.load_hf_tensors(model, tensors, source=path)
+    tensors = hf_checkpoint.read_tensors(path)
+    hf_checkpoint.load_hf_tensors(model, tensors, source=path)
     return model
 
   def to_hf(self, path: str) -> None:
     """Writes config.json + model.safetensors that transformers can load."""
-    checkpoint.write_hf(self, path)
+    hf_checkpoint.write_hf(self, path)
