@@ -1,8 +1,8 @@
 """Ahead-of-time plan of the moe_124b RL train step on a large mesh.
 
   .venv/bin/python benchmarks/plan_124b.py [--devices 256] \\
-      [--mesh data=1,fsdp=32,expert=8,tensor=1] [--seq-len 8192] [--batch 256] \\
-      [--micro-batches 8] [--layers 42] [--param-dtype float32]
+      [--mesh data=1,fsdp=32,expert=8,tensor=1] [--seq-len 8192] [--batch 1024] \\
+      [--micro-batches 4] [--layers 42] [--param-dtype float32]
 
 Builds the Ling-3.0-Flash shaped model abstractly (nothing allocated), lowers and
 compiles the full RCCA train step (forward, backward, gradient accumulation, AdamW,
@@ -13,16 +13,26 @@ peak estimate. A layout fits an 80 GB device when the peak stays below ~72 GB
 (10% headroom). The CPU compiler's buffer assignment is an estimate of what a GPU/TPU
 compile would do, not a measurement on those devices.
 
-XLA:CPU has no ragged matmul: it expands `jax.lax.ragged_dot` into a dense
-[experts, tokens, dim] masked product (512x the memory of the real kernel that GPU and
-TPU lower to), and the model's dispatch sorts the tokens of the whole global batch,
-which SPMD can only replicate on every device. By default (`--expert-proxy grouped`)
-the plan therefore swaps the routed-expert computation for a GShard-style grouped
-matmul: dispatch inside each batch shard, capacity factor 1, an all-to-all from
-batch shards to expert shards ([E, groups, C, D] x [E, D, I]). Same flops and the
-same activation sizes as the ragged kernel on balanced routing (what the router
-correction bias drives towards). `--expert-proxy none` compiles the model's own
-ragged path as it is.
+What keeps the activations bounded (each a model or step option, set below):
+per-layer rematerialisation (also inside the scanned layer groups), blockwise MLA
+attention (`attention_block_size`), KDA chunks prepared 16 at a time
+(`kda_chunks_per_step`), routed experts run 2048 positions of a row at a time
+(`moe_token_chunk`), and the loss's logits made 1024 positions at a time
+(`StepConfig.logits_chunk`).
+
+XLA:CPU schedules for concurrency by default, which starts the recomputation of
+every rematerialised layer early and so keeps them all alive; the plan uses its
+memory-minimising scheduler instead (`--cpu-scheduler memory`), as GPU and TPU
+compilers schedule under a memory limit. XLA:CPU also has no ragged matmul: it
+expands `jax.lax.ragged_dot` into a dense [experts, tokens, dim] masked product (512x
+the memory of the real kernel that GPU and TPU lower to), and the model's dispatch
+sorts the tokens of the whole global batch, which SPMD can only replicate on every
+device. By default (`--expert-proxy grouped`) the plan therefore swaps the
+routed-expert computation for a GShard-style grouped matmul: dispatch inside each
+batch shard, capacity factor 1, an all-to-all from batch shards to expert shards
+([E, groups, C, D] x [E, D, I]). Same flops and the same activation sizes as the
+ragged kernel on balanced routing (what the router correction bias drives towards).
+`--expert-proxy none` compiles the model's own ragged path as it is.
 
 `--devices` must be given on the command line: it sets XLA_FLAGS before JAX starts.
 """
@@ -44,8 +54,17 @@ def parse_args(argv):
   parser.add_argument("--mesh", default="data=1,fsdp=32,expert=8,tensor=1",
                       help="sizes of the data, fsdp, expert and tensor axes")
   parser.add_argument("--seq-len", type=int, default=8192)
-  parser.add_argument("--batch", type=int, default=256, help="global sequences")
-  parser.add_argument("--micro-batches", type=int, default=8)
+  parser.add_argument("--batch", type=int, default=1024, help="global sequences")
+  parser.add_argument("--micro-batches", type=int, default=4)
+  parser.add_argument("--logits-chunk", type=int, default=1024,
+                      help="positions per logits chunk in the loss (0: whole sequence)")
+  parser.add_argument("--attention-block", type=int, default=512,
+                      help="MLA block size (0: dense [T, T] attention)")
+  parser.add_argument("--kda-chunk", type=int, default=64, help="KDA chunk size")
+  parser.add_argument("--kda-chunks-per-step", type=int, default=16,
+                      help="KDA chunks prepared at a time (0: all)")
+  parser.add_argument("--moe-chunk", type=int, default=2048,
+                      help="positions per row through the routed experts at a time")
   parser.add_argument("--layers", type=int, default=None,
                       help="override num_hidden_layers (scaled-down trial runs)")
   parser.add_argument("--param-dtype", default="float32")
@@ -55,12 +74,18 @@ def parse_args(argv):
                       help="also list the N largest per-device HLO values")
   parser.add_argument("--expert-proxy", choices=("grouped", "none"),
                       default="grouped")
+  parser.add_argument("--cpu-scheduler", choices=("memory", "concurrency"),
+                      default="memory",
+                      help="XLA:CPU's instruction scheduler (see the module doc)")
   return parser.parse_args(argv)
 
 
 ARGS = parse_args(sys.argv[1:])
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           f" --xla_force_host_platform_device_count={ARGS.devices}")
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") +
+    f" --xla_force_host_platform_device_count={ARGS.devices}"
+    " --xla_cpu_enable_concurrency_optimized_scheduler="
+    f"{'true' if ARGS.cpu_scheduler == 'concurrency' else 'false'}")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 # pylint: disable=wrong-import-position
@@ -113,8 +138,8 @@ def experts_grouped(x, routing, w_gate, w_up, w_down):
   order = jnp.argsort(experts, axis=1, stable=True)
   order = jnp.pad(order, ((0, 0), (0, e * capacity - m * k)))
   xg = x.reshape(groups, m, d)
-  xs = jnp.take_along_axis(xg, (order // k)[..., None], axis=1)
-  xs = xs.reshape(groups, e, capacity, d)
+  rows = jax.vmap(lambda xs, idx: xs[idx])  # a row gather per group (indices [E*C])
+  xs = rows(xg, order // k).reshape(groups, e, capacity, d)
   by_group = PartitionSpec(batch_axes, None, None, None)
   rest = tuple(a for a in batch_axes if a != "expert") or None
   by_expert = PartitionSpec("expert", rest, None, None)
@@ -145,7 +170,10 @@ def main() -> None:
     raise SystemExit(f"mesh {ARGS.mesh} has {n_mesh} devices, --devices is "
                      f"{ARGS.devices}")
   overrides = dict(dtype="bfloat16", param_dtype=ARGS.param_dtype,
-                   remat=not ARGS.no_remat, moe_impl="ragged")
+                   remat=not ARGS.no_remat, moe_impl="ragged",
+                   attention_block_size=ARGS.attention_block,
+                   kda_chunk_size=ARGS.kda_chunk, moe_token_chunk=ARGS.moe_chunk,
+                   kda_chunks_per_step=ARGS.kda_chunks_per_step)
   if ARGS.layers:
     overrides["num_hidden_layers"] = ARGS.layers
   cfg = LingConfig(**overrides)
@@ -157,7 +185,8 @@ def main() -> None:
   opt = optim.OptimizerConfig(learning_rate=1e-6, total_steps=1000)
   objective = ts.PolicyObjective(losses.preset("rcca"), group_size=16)
   step, shardings = ts.build_step(fmodel, objective, opt,
-                                  ts.StepConfig(micro_batches=ARGS.micro_batches),
+                                  ts.StepConfig(micro_batches=ARGS.micro_batches,
+                                                logits_chunk=ARGS.logits_chunk),
                                   mesh=mesh)
   state = ts.abstract_state(fmodel, opt, shardings)
   batch_sharding = NamedSharding(mesh, ts.batch_partition_spec(mesh))
@@ -182,6 +211,9 @@ def main() -> None:
       "params_b": n_params / 1e9, "param_dtype": cfg.param_dtype,
       "seq_len": ARGS.seq_len, "global_batch": ARGS.batch,
       "micro_batches": ARGS.micro_batches, "remat": cfg.remat,
+      "logits_chunk": ARGS.logits_chunk, "attention_block": ARGS.attention_block,
+      "kda_chunk": ARGS.kda_chunk, "kda_chunks_per_step": ARGS.kda_chunks_per_step,
+      "moe_chunk": ARGS.moe_chunk,
       "state_gb_per_device": state_bytes / GB,
       "argument_gb": mem.argument_size_in_bytes / GB,
       "output_gb": mem.output_size_in_bytes / GB,
@@ -189,7 +221,7 @@ def main() -> None:
       "temp_gb": mem.temp_size_in_bytes / GB,
       "peak_gb": (mem.argument_size_in_bytes + mem.output_size_in_bytes -
                   mem.alias_size_in_bytes + mem.temp_size_in_bytes) / GB,
-      "expert_proxy": ARGS.expert_proxy,
+      "expert_proxy": ARGS.expert_proxy, "cpu_scheduler": ARGS.cpu_scheduler,
       "lower_s": round(lower_s, 1), "compile_s": round(compile_s, 1),
   }
   report["fits"] = report["peak_gb"] <= 0.9 * ARGS.device_gb

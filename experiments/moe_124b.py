@@ -3,6 +3,10 @@
     python -m rcca_jax.models.summary --config=experiments/moe_124b.py
 prints the parameter counts and per-device bytes for the mesh below, from abstract
 shapes (nothing allocated; a few seconds on a CPU).
+
+    .venv/bin/python benchmarks/plan_124b.py --devices 256 --mesh fsdp=32,expert=8
+compiles the RL train step for 256 devices ahead of time and prints the per-device
+memory of the compiled program (about 2 minutes on 2 CPU cores).
 """
 
 import ml_collections
@@ -40,6 +44,10 @@ def model_config() -> ml_collections.ConfigDict:
     param_dtype="bfloat16",
     remat=True,
     moe_impl="ragged",
+    # Long-sequence memory bounds (see benchmarks/plan_124b.py).
+    attention_block_size=512,
+    kda_chunks_per_step=16,
+    moe_token_chunk=2048,
   ))
 
 
@@ -48,12 +56,15 @@ def get_config() -> ml_collections.ConfigDict:
   config.seed = 0
   config.model = model_config()
   # Mesh axis sizes (rcca_jax.parallel.mesh); -1 takes the remaining devices.
-  config.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=64, expert=8, tensor=1))
+  # 256 devices: fsdp=32 x expert=8, the layout benchmarks/plan_124b.py compiles
+  # (about 47 GB per device at 8k tokens per row and device).
+  config.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=32, expert=8, tensor=1))
   # Training settings for `python -m rcca_jax.main` (fields as in tiny_cpu.py). The
   # paper gives no hyper-parameters; these are a starting point. Set init_from_hf to
   # the Ling-3.0-Flash checkpoint directory (its tokenizer is used too).
   config.init_from_hf = ""
   config.micro_batches = 16
+  config.logits_chunk = 1024  # loss logits made this many positions at a time
   config.data = ml_collections.ConfigDict(dict(
     tokenizer="", train_tasks="data/tasks/train.jsonl", families=()))
   config.sft = ml_collections.ConfigDict(dict(

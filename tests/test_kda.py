@@ -149,6 +149,26 @@ class KernelTest(parameterized.TestCase):
     np.testing.assert_allclose(s2, rec_s.numpy(), atol=TOL)
     np.testing.assert_allclose(o, o2, atol=TOL)
 
+  @parameterized.parameters((1,), (2,), (3,))
+  def test_chunk_groups_give_the_same_values_and_gradients(self, chunks_per_step):
+    """Preparing chunks a group at a time (checkpointed scan) changes no number."""
+    q, k, v, g, beta, s0 = kernel_inputs(2, 75, heads=2)
+
+    def run(per_step, *args):
+      o, s = kda_ops.kda_chunked(*args, chunk_size=16, initial_state=s0,
+                                 min_log_decay=-5.0, chunks_per_step=per_step)
+      return jnp.sum(o * o) + jnp.sum(s), (o, s)
+
+    grad = jax.grad(run, argnums=(1, 2, 3, 4, 5), has_aux=True)
+    (g_all, (o_all, s_all)) = grad(0, q, k, v, g, beta)
+    (g_grp, (o_grp, s_grp)) = grad(chunks_per_step, q, k, v, g, beta)
+    self.assertEqual(o_grp.shape, (2, 75, 2, v.shape[-1]))
+    np.testing.assert_allclose(o_grp, o_all, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(s_grp, s_all, rtol=1e-6, atol=1e-6)
+    for a, b in zip(g_grp, g_all):
+      self.assertGreater(float(jnp.abs(b).max()), 0.0)
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
   def test_step_matches_recurrent(self):
     q, k, v, g, beta, s0 = kernel_inputs(2, 6)
     o_all, s_all = kda_ops.kda_recurrent(q, k, v, g, beta, initial_state=s0)

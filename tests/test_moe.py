@@ -86,6 +86,26 @@ class ExpertsTest(parameterized.TestCase):
     np.testing.assert_array_equal(counts, counts_dense)
     self.assertEqual(int(counts.sum()), 3 * 11 * cfg.num_experts_per_tok)
 
+  @parameterized.parameters(("ragged",), ("dense",))
+  def test_token_chunks_give_the_same_output_and_gradients(self, impl):
+    cfg = _tiny(moe_impl=impl)
+    layer = moe.MoE(cfg, rngs=nnx.Rngs(0))
+    x = jax.random.normal(jax.random.key(6), (3, 12, 32))
+
+    def loss(layer, x):
+      y, _ = layer(x)
+      return jnp.sum(y * y), y
+
+    grad = nnx.grad(loss, argnums=(0, 1), has_aux=True)
+    (g_layer, g_x), y = grad(layer, x)
+    layer.cfg = cfg.replace(moe_token_chunk=4)  # three slices of each row
+    (c_layer, c_x), y_chunked = grad(layer, x)
+    self.assertGreater(float(jnp.abs(y).max()), 1e-3)
+    np.testing.assert_allclose(y_chunked, y, atol=1e-6, rtol=1e-6)
+    np.testing.assert_allclose(c_x, g_x, atol=1e-6, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(nnx.state(c_layer)), jax.tree.leaves(nnx.state(g_layer))):
+      np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-5)
+
   def test_counts_ignore_masked_tokens(self):
     layer = moe.MoE(_tiny(), rngs=nnx.Rngs(0))
     x = jax.random.normal(jax.random.key(5), (2, 6, 32))

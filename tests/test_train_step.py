@@ -36,6 +36,27 @@ def gradients(loss_config, micro_batches, batch):
   return loss, grads, grpo.finalize_stats(stats), counts
 
 
+class ChunkedLogprobsTest(parameterized.TestCase):
+
+  @parameterized.parameters((1,), (5,), (64,))
+  def test_chunked_loss_and_gradients_equal_whole_logits(self, chunk):
+    """Logits made `chunk` positions at a time: same loss, gradients and stats."""
+    batch = rl_fixtures.rl_batch(seed=3)
+    fmodel = ts.FunctionalModel(rl_fixtures.small_model())
+    objective = ts.PolicyObjective(losses.preset("rcca"), group_size=4)
+    inputs = ts.numpy_batch(batch, objective.keys)
+    whole = jax.jit(ts.make_gradient_fn(fmodel, objective))
+    chunked = jax.jit(ts.make_gradient_fn(fmodel, objective, logits_chunk=chunk))
+    loss1, grads1, stats1, _ = whole(fmodel.params, fmodel.model_state, inputs)
+    loss2, grads2, stats2, _ = chunked(fmodel.params, fmodel.model_state, inputs)
+    self.assertGreater(float(jnp.abs(loss1)), 1e-3)
+    np.testing.assert_allclose(loss2, loss1, rtol=1e-6)
+    self.assertLess(rl_fixtures.max_scaled_diff(grads2, grads1), 1e-6)
+    m1, m2 = grpo.finalize_stats(stats1), grpo.finalize_stats(stats2)
+    for name in m1:
+      np.testing.assert_allclose(m2[name], m1[name], rtol=1e-5, atol=1e-7, err_msg=name)
+
+
 class AccumulationTest(parameterized.TestCase):
 
   def _check(self, loss_config, k):

@@ -30,7 +30,8 @@ _HF_ALIASES = {
 
 # Fields that only select how JAX computes; never written to config.json.
 _RUNTIME_FIELDS = ("dtype", "param_dtype", "remat", "scan_layers", "moe_impl",
-                   "kda_chunk_size")
+                   "kda_chunk_size", "kda_chunks_per_step", "attention_block_size",
+                   "moe_token_chunk")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +87,11 @@ class LingConfig:
   scan_layers: bool = True  # Scan over repeated layer groups.
   moe_impl: str = "ragged"  # "ragged" (jax.lax.ragged_dot) or "dense" (one-hot).
   kda_chunk_size: int = 64
+  kda_chunks_per_step: int = 0  # KDA chunks prepared at a time (0: all; bounds memory).
+  # MLA over longer sequences runs blockwise (flash_attention.py); 0 = always dense.
+  attention_block_size: int = 512
+  # Routed experts run this many positions of each row at a time (0: all at once).
+  moe_token_chunk: int = 0
 
   def __post_init__(self):
     if self.layer_types is None:

@@ -82,6 +82,7 @@ class KimiDeltaAttention(nnx.Module):
 
   def __init__(self, hidden_size: int, num_heads: int, head_dim: int, *,
                conv_kernel: int = 4, norm_eps: float = 1e-6, chunk_size: int = 64,
+               chunks_per_step: int = 0,
                gate_lower_bound: float | None = -5.0, dtype=jnp.float32,
                param_dtype=jnp.float32, rngs: nnx.Rngs):
     """Builds the layer.
@@ -91,6 +92,8 @@ class KimiDeltaAttention(nnx.Module):
       conv_kernel: short conv width (the state keeps `conv_kernel - 1` inputs).
       norm_eps: epsilon of the gated output RMSNorm.
       chunk_size: chunk length of the chunked (training/prefill) form.
+      chunks_per_step: chunks prepared at a time in that form (0: all); bounds the
+        memory of long sequences (`kda_ops.kda_chunked`).
       gate_lower_bound: safe-gate bound (`kda_lower_bound`); None selects the
         unbounded `-exp(A_log) * softplus` gate (`kda_safe_gate=False`).
       dtype: compute dtype of the projections; param_dtype: their storage dtype.
@@ -101,6 +104,7 @@ class KimiDeltaAttention(nnx.Module):
     self.head_dim = head_dim
     self.conv_kernel = conv_kernel
     self.chunk_size = chunk_size
+    self.chunks_per_step = chunks_per_step
     self.gate_lower_bound = gate_lower_bound
     self.dtype = jnp.dtype(dtype)
     width = num_heads * head_dim
@@ -136,7 +140,8 @@ class KimiDeltaAttention(nnx.Module):
     Reads the transformers field names: `linear_head_dim` (else `head_dim`),
     `linear_num_heads` (else `num_attention_heads`), `linear_conv_kernel_dim` (else
     `short_conv_kernel_size`), `kda_safe_gate`, `kda_lower_bound`, `rms_norm_eps`,
-    and `kda_chunk_size` / `dtype` / `param_dtype` when present.
+    and `kda_chunk_size` / `kda_chunks_per_step` / `dtype` / `param_dtype` when
+    present.
     """
     get = _config_getter(cfg)
     act = _first(get, "hidden_act", default="silu")
@@ -153,6 +158,7 @@ class KimiDeltaAttention(nnx.Module):
                                default=4)),
         norm_eps=float(_first(get, "rms_norm_eps", default=1e-6)),
         chunk_size=int(_first(get, "kda_chunk_size", default=64)),
+        chunks_per_step=int(_first(get, "kda_chunks_per_step", default=0)),
         gate_lower_bound=float(_first(get, "kda_lower_bound", default=-5.0)) if safe else None,
         dtype=jnp.dtype(dtype), param_dtype=jnp.dtype(param_dtype), rngs=rngs)
 
@@ -212,7 +218,8 @@ class KimiDeltaAttention(nnx.Module):
     else:
       o, final = kda_ops.kda_chunked(q, k, v, g, beta, chunk_size=self.chunk_size,
                                      initial_state=initial,
-                                     min_log_decay=self.gate_lower_bound)
+                                     min_log_decay=self.gate_lower_bound,
+                                     chunks_per_step=self.chunks_per_step)
 
     o = constrain(o, _ACT_AXES)
     gate = self.g_proj(x).reshape(shape)

@@ -169,11 +169,13 @@ def _pairwise_decayed_dot(a: Array, b: Array, hi: Array, lo: Array, *,
   return jnp.swapaxes(full, -3, -2).reshape(*lead, size, size)
 
 
-@functools.partial(jax.jit, static_argnames=("chunk_size", "scale", "min_log_decay"))
+@functools.partial(jax.jit, static_argnames=("chunk_size", "scale", "min_log_decay",
+                                             "chunks_per_step"))
 def kda_chunked(q: Array, k: Array, v: Array, g: Array, beta: Array, *,
                 chunk_size: int = 64, initial_state: Array | None = None,
                 scale: float | None = None,
-                min_log_decay: float | None = None) -> tuple[Array, Array]:
+                min_log_decay: float | None = None,
+                chunks_per_step: int = 0) -> tuple[Array, Array]:
   """Chunked delta rule for training and prefill; see module doc for shapes.
 
   Inside a chunk of C tokens (cumulative log decay G), the UT transform
@@ -183,6 +185,10 @@ def kda_chunked(q: Array, k: Array, v: Array, g: Array, beta: Array, *,
   `min_log_decay`: a lower bound on g when one holds (the safe gate's
   `kda_lower_bound`); it lets diagonal sub-blocks use matmuls too. Results do not
   depend on it beyond float32 rounding; it must be a true bound.
+  `chunks_per_step` > 0 prepares that many chunks at a time (a checkpointed outer
+  scan), so the per-chunk intermediates of a long sequence, several [T, C] and
+  [T, K] float32 arrays per head, exist for one group of chunks instead of all of
+  them, in the forward and in the backward pass. The arithmetic is the same.
 
   Returns:
     (o [B, T, H, V] float32, final state [B, H, K, V] float32).
@@ -195,15 +201,33 @@ def kda_chunked(q: Array, k: Array, v: Array, g: Array, beta: Array, *,
   k, v, g, beta = (x.astype(f32) for x in (k, v, g, beta))
 
   num_chunks = -(-seq_len // chunk_size)
+  group = chunks_per_step if 0 < chunks_per_step < num_chunks else num_chunks
+  num_chunks = -(-num_chunks // group) * group
   pad = num_chunks * chunk_size - seq_len
 
-  def to_chunks(x):  # [B, T, H, ...] -> [N, B, H, C, ...]
+  def to_chunks(x):  # [B, T, H, ...] -> [N / S, S, B, H, C, ...]
     x = jnp.pad(x, [(0, 0), (0, pad)] + [(0, 0)] * (x.ndim - 2))
     x = x.reshape(batch, num_chunks, chunk_size, heads, *x.shape[3:])
-    return jnp.moveaxis(x, (1, 3), (0, 2))
+    x = jnp.moveaxis(x, (1, 3), (0, 2))
+    return x.reshape(num_chunks // group, group, *x.shape[1:])
 
-  q, k, v, g, beta = (to_chunks(x) for x in (q, k, v, g, beta))
-  hi, lo = _compensated_cumsum(g, axis=-2)  # [N, B, H, C, K] log decay since chunk start
+  def chunk_group(state, xs):
+    o, state = _chunk_group(state, *xs, v_dim=v_dim, min_log_decay=min_log_decay)
+    return state, o
+
+  if group < num_chunks:
+    chunk_group = jax.checkpoint(chunk_group)
+  state, o = jax.lax.scan(chunk_group, state.astype(f32),
+                          tuple(to_chunks(x) for x in (q, k, v, g, beta)))
+  o = o.reshape(num_chunks, *o.shape[2:])
+  o = jnp.moveaxis(o, (0, 2), (1, 3)).reshape(batch, num_chunks * chunk_size, heads, v_dim)
+  return o[:, :seq_len], state
+
+
+def _chunk_group(state: Array, q: Array, k: Array, v: Array, g: Array, beta: Array, *,
+                 v_dim: int, min_log_decay: float | None) -> tuple[Array, Array]:
+  """Consecutive chunks [S, B, H, C, ...] from `state`: (o [S, B, H, C, V], state)."""
+  hi, lo = _compensated_cumsum(g, axis=-2)  # [S, B, H, C, K] log decay since chunk start
   cum_g = hi + lo
   to_end = (hi[..., -1:, :] - hi) + (lo[..., -1:, :] - lo)  # log decay to the chunk end
   k_beta = k * beta[..., None]
@@ -217,10 +241,10 @@ def kda_chunked(q: Array, k: Array, v: Array, g: Array, beta: Array, *,
   u, w = solved[..., :v_dim], solved[..., v_dim:]
 
   attn_qk = _pairwise_decayed_dot(q, k, hi, lo, strict=False,
-                                   min_log_decay=min_log_decay)  # [N, B, H, C, C]
+                                   min_log_decay=min_log_decay)  # [S, B, H, C, C]
   q_decayed = q * jnp.exp(cum_g)
   k_to_end = k * jnp.exp(to_end)
-  chunk_decay = jnp.exp(cum_g[..., -1, :])  # [N, B, H, K]
+  chunk_decay = jnp.exp(cum_g[..., -1, :])  # [S, B, H, K]
 
   def body(s, xs):
     u_c, w_c, a_c, qd_c, ke_c, dec_c = xs
@@ -231,10 +255,8 @@ def kda_chunked(q: Array, k: Array, v: Array, g: Array, beta: Array, *,
          + jnp.einsum("bhck,bhcv->bhkv", ke_c, v_new, precision=_HIGHEST))
     return s, o_c
 
-  state, o = jax.lax.scan(
-      body, state.astype(f32), (u, w, attn_qk, q_decayed, k_to_end, chunk_decay))
-  o = jnp.moveaxis(o, (0, 2), (1, 3)).reshape(batch, num_chunks * chunk_size, heads, v_dim)
-  return o[:, :seq_len], state
+  state, o = jax.lax.scan(body, state, (u, w, attn_qk, q_decayed, k_to_end, chunk_decay))
+  return o, state
 
 
 def _unit_lower_inverse(lmat: Array) -> Array:

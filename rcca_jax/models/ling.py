@@ -9,6 +9,8 @@ Calling conventions:
   model(ids, return_aux=True)                -> (logits, aux)
   model(ids, cache=cache)                    -> (logits, new_cache)
   model(ids, cache=cache, return_aux=True)   -> (logits, new_cache, aux)
+With `return_hidden=True` the final normed hidden states [B, T, D] take the place of
+the logits (`project_logits` maps them to logits, e.g. a chunk at a time).
 `attention_mask` [B, T] (1 = real token) supports left padding; RoPE positions then
 count real tokens only (as transformers' generate does). `aux["expert_counts"]`
 [num_hidden_layers, E] holds the tokens routed to each expert (zeros for dense layers).
@@ -109,17 +111,32 @@ class DecoderLayer(nnx.Module):
     return x, counts, state
 
 
+def _run_layer(layer: DecoderLayer, x: jax.Array, ctx: Context, state, remat: bool):
+  """One decoder layer; with `remat` its activations are recomputed in the backward
+  pass, so only the layer's input stays alive between the passes."""
+  if not remat:
+    return layer(x, ctx, state)
+  graphdef, params = nnx.split(layer)
+
+  @jax.checkpoint
+  def run(params, x, state):
+    return nnx.merge(graphdef, params)(x, ctx, state)
+
+  return run(params, x, state)
+
+
 class LayerGroup(nnx.Module):
   """One period of the repeated layer pattern."""
 
   def __init__(self, cfg: LingConfig, first: int, period: int, *, rngs: nnx.Rngs):
+    self.remat = cfg.remat
     self.layers = nnx.List([DecoderLayer(cfg, *cfg.layer_kind(first + j), rngs=rngs)
                             for j in range(period)])
 
   def __call__(self, x, ctx, states):
     counts, new_states = [], []
     for layer, state in zip(self.layers, states):
-      x, c, s = layer(x, ctx, state)
+      x, c, s = _run_layer(layer, x, ctx, state, self.remat)
       counts.append(c)
       new_states.append(s)
     return x, jnp.stack(counts), tuple(new_states)
@@ -139,10 +156,6 @@ def _stack_groups(cfg: LingConfig, first: int, period: int, num: int,
     if isinstance(var, nnx.Variable) and var.get_metadata(LOGICAL_AXES, None) is not None:
       var.set_metadata(**{LOGICAL_AXES: ("layers",) + tuple(var.get_metadata(LOGICAL_AXES))})
   return groups
-
-
-def _maybe_remat(fn, enabled: bool):
-  return jax.checkpoint(fn) if enabled else fn
 
 
 class LingForCausalLM(nnx.Module):
@@ -189,7 +202,8 @@ class LingForCausalLM(nnx.Module):
   # ---- forward ----------------------------------------------------------------
 
   def __call__(self, input_ids: jax.Array, *, attention_mask: jax.Array | None = None,
-               cache: LingCache | None = None, return_aux: bool = False):
+               cache: LingCache | None = None, return_aux: bool = False,
+               return_hidden: bool = False):
     cfg = self.config
     dtype = jnp.dtype(cfg.dtype)
     b, t = input_ids.shape
@@ -215,12 +229,7 @@ class LingForCausalLM(nnx.Module):
     counts, prefix_states = [], []
     for i, layer in enumerate(self.layers):
       state = None if cache is None else cache.prefix[i]
-      graphdef, params = nnx.split(layer)
-
-      def run_layer(params, x, state, graphdef=graphdef):
-        return nnx.merge(graphdef, params)(x, ctx, state)
-
-      x, c, state = _maybe_remat(run_layer, cfg.remat)(params, x, state)
+      x, c, state = _run_layer(layer, x, ctx, state, cfg.remat)
       counts.append(c[None])
       prefix_states.append(state)
 
@@ -234,12 +243,13 @@ class LingForCausalLM(nnx.Module):
         x, c, new_states = nnx.merge(graphdef, group_params)(x, ctx, group_states)
         return x, (c, new_states)
 
-      x, (c, group_states) = jax.lax.scan(_maybe_remat(body, cfg.remat), x, (params, states))
+      # Each layer inside the body is rematerialised (LayerGroup), so the scan keeps
+      # one [B, T, D] input per layer for the backward pass.
+      x, (c, group_states) = jax.lax.scan(body, x, (params, states))
       counts.append(c.reshape(-1, c.shape[-1]))
 
-    logits = self.lm_head(self.norm(x))
-    logits = constrain(logits, ("batch", "length", "act_vocab"))
-    outputs = [logits]
+    x = self.norm(x)
+    outputs = [x if return_hidden else self.project_logits(x)]
     if cache is not None:
       outputs.append(LingCache(index=cache.index + t, slot_mask=ctx.slot_mask,
                                positions=cache.positions + mask.sum(1, dtype=jnp.int32),
@@ -247,6 +257,13 @@ class LingForCausalLM(nnx.Module):
     if return_aux:
       outputs.append({"expert_counts": jnp.concatenate(counts, axis=0)})
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+  def project_logits(self, hidden: jax.Array) -> jax.Array:
+    """Logits [..., V] of final (normed) hidden states [..., D]."""
+    logits = self.lm_head(hidden)
+    if logits.ndim == 3:
+      logits = constrain(logits, ("batch", "length", "act_vocab"))
+    return logits
 
   # ---- router balancing -------------------------------------------------------
 

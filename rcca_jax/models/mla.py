@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from rcca_jax.models import flash_attention
 from rcca_jax.models.config import LingConfig
 from rcca_jax.models.layers import Linear, RMSNorm
 from rcca_jax.parallel.partitioning import constrain
@@ -172,6 +173,16 @@ class MultiHeadLatentAttention(nnx.Module):
     kv = self.kv_b_proj(latent).reshape(b, t, h, nope + cfg.v_head_dim)
     kv = constrain(kv, ("batch", "length", "act_heads", None))
     k_nope, v = kv[..., :nope], kv[..., nope:]
+    block = cfg.attention_block_size
+    if block and t > block:
+      q = jnp.concatenate([q_nope, q_rot], axis=-1)
+      k = jnp.concatenate(
+          [k_nope, jnp.broadcast_to(k_rot[:, :, None, :], q_rot.shape).astype(k_nope.dtype)],
+          axis=-1)
+      key_mask = (jnp.ones((b, t), bool) if attention_mask is None
+                  else attention_mask.astype(bool))
+      o = flash_attention.causal_attention(q, k, v, key_mask, cfg.attention_scale, block)
+      return self._gate_and_project_out(x, constrain(o, ("batch", "length", "act_heads", None)))
     scores = (jnp.einsum("bthd,bshd->bhts", q_nope, k_nope)
               + jnp.einsum("bthr,bsr->bhts", q_rot, k_rot)) * cfg.attention_scale
     allowed = jnp.tril(jnp.ones((t, t), bool))[None, None]

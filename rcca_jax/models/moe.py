@@ -11,6 +11,8 @@ through a dense one-hot path (every expert on every token) for tiny configs.
 
 from __future__ import annotations
 
+import functools
+
 import flax.struct
 import jax
 import jax.numpy as jnp
@@ -18,7 +20,7 @@ from flax import nnx
 
 from rcca_jax.models.config import LingConfig
 from rcca_jax.models.layers import MLP, normal
-from rcca_jax.parallel.partitioning import constrain, param
+from rcca_jax.parallel.partitioning import batch_local, constrain, param
 
 
 @flax.struct.dataclass
@@ -86,6 +88,30 @@ def experts_dense(x: jax.Array, routing: Routing, w_gate: jax.Array, w_up: jax.A
   return jnp.einsum("ned,ne->nd", y, combine).astype(x.dtype)
 
 
+def _chunked_experts(run, x: jax.Array, routing: Routing, weights, rows: int,
+                     chunk: int) -> jax.Array:
+  """`run` on `chunk` positions of every row at a time; x [rows * T, D].
+
+  Dispatch buffers are [tokens * top_k, D], several per layer in the backward pass;
+  one slice at a time (recomputed in the backward, `jax.checkpoint`) bounds them.
+  Slices cut each row, so a device keeps working on its own rows.
+  """
+  n, d = x.shape
+  num = n // rows // chunk
+
+  def slices(a):  # [rows * T, ...] -> [num, rows * chunk, ...]
+    a = a.reshape(rows, num, chunk, *a.shape[1:])
+    return jnp.swapaxes(a, 0, 1).reshape(num, rows * chunk, *a.shape[3:])
+
+  @jax.checkpoint
+  def one(args):
+    xs, w, e = args
+    return run(xs, Routing(weights=w, experts=e, logits=None), *weights)
+
+  y = jax.lax.map(one, (slices(x), slices(routing.weights), slices(routing.experts)))
+  return jnp.swapaxes(y.reshape(num, rows, chunk, d), 0, 1).reshape(n, d)
+
+
 def expert_counts(experts: jax.Array, num_experts: int,
                   token_mask: jax.Array | None = None) -> jax.Array:
   """Tokens routed to each expert [E] (int32), counting only tokens in `token_mask`."""
@@ -116,14 +142,23 @@ class MoE(nnx.Module):
     """x [B, T, D] -> (y [B, T, D], per-expert token counts [E])."""
     cfg = self.cfg
     b, t, d = x.shape
-    flat = x.reshape(b * t, d)
-    routing = route(flat, self.router[...], self.correction_bias[...],
-                    top_k=cfg.num_experts_per_tok, n_group=cfg.n_group,
-                    topk_group=cfg.topk_group, renormalize=cfg.norm_topk_prob,
-                    scaling=cfg.routed_scaling_factor)
+    flat = constrain(x.reshape(b * t, d), ("batch", "act_embed"))
+    local_route = functools.partial(
+        route, top_k=cfg.num_experts_per_tok, n_group=cfg.n_group,
+        topk_group=cfg.topk_group, renormalize=cfg.norm_topk_prob,
+        scaling=cfg.routed_scaling_factor)
+    # Routing is per token; each device routes its own tokens (top_k would otherwise
+    # be gathered onto every device by the SPMD partitioner).
+    routing = batch_local(local_route, (("batch", None), None, None), ("batch", None))(
+        flat, self.router[...], self.correction_bias[...])
     weights = [w[...].astype(x.dtype) for w in (self.w_gate, self.w_up, self.w_down)]
     run = experts_ragged if cfg.moe_impl == "ragged" else experts_dense
-    y = run(flat, routing, *weights).astype(x.dtype).reshape(b, t, d)
+    chunk = cfg.moe_token_chunk
+    if chunk and t > chunk and t % chunk == 0:
+      y = _chunked_experts(run, flat, routing, weights, b, chunk)
+    else:
+      y = run(flat, routing, *weights)
+    y = y.astype(x.dtype).reshape(b, t, d)
     if self.shared_experts is not None:
       y = y + self.shared_experts(x)
     return y, expert_counts(routing.experts, cfg.num_local_experts, token_mask)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -103,6 +104,35 @@ def constrain(x: jax.Array, axes: Sequence[str | None]) -> jax.Array:
     return x
   spec = logical_to_spec(axes, mesh.axis_names, dict(mesh.shape))
   return jax.lax.with_sharding_constraint(x, spec)
+
+
+def batch_local(fn: Callable[..., Any], in_axes: Sequence[Sequence[str | None] | None],
+                out_axes: Sequence[str | None]) -> Callable[..., Any]:
+  """Runs a per-row `fn` on each device's own rows (shard_map over the batch axes).
+
+  For computations that are independent across the leading (token/batch) dimension
+  but that the SPMD partitioner would gather onto every device (XLA's TopK custom call
+  does). `in_axes` gives each argument's logical axes (None: replicated, e.g. small
+  weights); every output leaf is laid out by `out_axes`. Without a mesh, or when the
+  leading dimension does not divide evenly, `fn` runs as it is.
+  """
+
+  def run(*args):
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty:
+      return fn(*args)
+    shape = dict(mesh.shape)
+    specs = [PartitionSpec() if axes is None else
+             logical_to_spec(axes, mesh.axis_names, shape) for axes in in_axes]
+    out_spec = logical_to_spec(out_axes, mesh.axis_names, shape)
+    for arg, spec in zip(args, specs):
+      for dim, entry in zip(arg.shape, spec):
+        names = (entry,) if isinstance(entry, str) else (entry or ())
+        if dim % math.prod(shape[n] for n in names):
+          return fn(*args)
+    return jax.shard_map(fn, in_specs=tuple(specs), out_specs=out_spec)(*args)
+
+  return run
 
 
 def variable_spec(var: nnx.Variable, mesh: jax.sharding.Mesh | jax.sharding.AbstractMesh,

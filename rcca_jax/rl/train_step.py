@@ -98,6 +98,26 @@ class FunctionalModel:
     out = model(input_ids, attention_mask=attention_mask, return_aux=True)
     return out if isinstance(out, tuple) else (out, {})
 
+  def logprobs(self, params: PyTree, model_state: PyTree, input_ids: Array,
+               attention_mask: Optional[Array], logits_chunk: int = 0
+               ) -> tuple[Array, Array, Mapping[str, Any]]:
+    """`token_logprobs` of the model's predictions, and its aux outputs.
+
+    With `logits_chunk > 0` and a model that can return its final hidden states
+    (`return_hidden=True`) and project them (`project_logits`), the [B, L, V] logits
+    are never materialised: see `chunked_token_logprobs`.
+    """
+    model = self.merge(params, model_state)
+    if logits_chunk and hasattr(model, "project_logits"):
+      hidden, aux = model(input_ids, attention_mask=attention_mask, return_aux=True,
+                          return_hidden=True)
+      logp, entropy = chunked_token_logprobs(model.project_logits, hidden, input_ids,
+                                             logits_chunk)
+      return logp, entropy, aux
+    out = model(input_ids, attention_mask=attention_mask, return_aux=True)
+    logits, aux = out if isinstance(out, tuple) else (out, {})
+    return (*token_logprobs(logits, input_ids), aux)
+
   def shardings(self, mesh: Mesh) -> tuple[PyTree, PyTree]:
     """NamedShardings of (params, model_state) from the logical-axis metadata."""
     def to_pure(template, pure_def):
@@ -128,6 +148,37 @@ def token_logprobs(logits: Array, input_ids: Array) -> tuple[Array, Array]:
   pad = jnp.zeros_like(logp[:, :1])
   return (jnp.concatenate([pad, logp], axis=1),
           jnp.concatenate([pad, jax.lax.stop_gradient(entropy)], axis=1))
+
+
+def chunked_token_logprobs(project: Callable[[Array], Array], hidden: Array,
+                           input_ids: Array, chunk: int) -> tuple[Array, Array]:
+  """`token_logprobs(project(hidden), input_ids)` computed `chunk` positions at a time.
+
+  Each chunk's logits [B, chunk, V] are made, reduced to log-probabilities and
+  entropies, and dropped; the backward pass recomputes them chunk by chunk
+  (`jax.checkpoint`), so memory holds one chunk of logits instead of the sequence's.
+  """
+  b, length, _ = hidden.shape
+  n = -(-(length - 1) // chunk)
+  pad = n * chunk - (length - 1)
+  h = jnp.pad(hidden[:, :-1], ((0, 0), (0, pad), (0, 0)))
+  targets = jnp.pad(input_ids[:, 1:], ((0, 0), (0, pad)))
+  h = jnp.swapaxes(h.reshape(b, n, chunk, -1), 0, 1)
+  targets = jnp.swapaxes(targets.reshape(b, n, chunk), 0, 1)
+
+  @jax.checkpoint
+  def one_chunk(args):
+    h_c, t_c = args
+    log_probs = jax.nn.log_softmax(project(h_c).astype(jnp.float32), axis=-1)
+    logp = jnp.take_along_axis(log_probs, t_c[..., None], axis=-1)[..., 0]
+    entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
+    return logp, jax.lax.stop_gradient(entropy)
+
+  logp, entropy = jax.lax.map(one_chunk, (h, targets))
+  logp = jnp.swapaxes(logp, 0, 1).reshape(b, -1)[:, :length - 1]
+  entropy = jnp.swapaxes(entropy, 0, 1).reshape(b, -1)[:, :length - 1]
+  pad0 = jnp.zeros_like(logp[:, :1])
+  return jnp.concatenate([pad0, logp], axis=1), jnp.concatenate([pad0, entropy], axis=1)
 
 
 class Objective(Protocol):
@@ -182,6 +233,9 @@ class StepConfig:
   """Gradient-accumulation slices per step, and the router-bias update rate."""
   micro_batches: int = 1
   expert_bias_rate: float = 1e-3  # 0 disables the correction-bias update.
+  # Positions per logits chunk in the loss (0: whole sequence). Long sequences with a
+  # large vocabulary need it: 8k tokens x 157k vocab is 5 GB of float32 logits per row.
+  logits_chunk: int = 0
 
 
 def _split_micro_batches(batch: Mapping[str, Array], k: int) -> dict[str, Array]:
@@ -208,7 +262,7 @@ def _init_stats(stats_shape: PyTree) -> PyTree:
 
 
 def make_gradient_fn(fmodel: FunctionalModel, objective: Objective,
-                     micro_batches: int = 1, *,
+                     micro_batches: int = 1, *, logits_chunk: int = 0,
                      batch_spec: Optional[PartitionSpec] = None,
                      grad_shardings: Optional[PyTree] = None) -> Callable:
   """`(params, model_state, batch) -> (loss, grads, stats, expert_counts)`.
@@ -221,9 +275,8 @@ def make_gradient_fn(fmodel: FunctionalModel, objective: Objective,
   """
 
   def loss_fn(params, model_state, batch, denominator):
-    logits, aux = fmodel.apply(params, model_state, batch["input_ids"],
-                               batch["attention_mask"])
-    logp, entropy = token_logprobs(logits, batch["input_ids"])
+    logp, entropy, aux = fmodel.logprobs(params, model_state, batch["input_ids"],
+                                         batch["attention_mask"], logits_chunk)
     numerator, stats = objective.terms(logp, entropy, batch)
     return numerator / denominator, (stats, expert_counts(aux))
 
@@ -281,7 +334,7 @@ def make_train_step(fmodel: FunctionalModel, objective: Objective,
   optimizer = optim.make_optimizer(opt_config)
   schedule = optim.learning_rate_schedule(opt_config)
   gradients = make_gradient_fn(fmodel, objective, config.micro_batches,
-                               batch_spec=batch_spec, grad_shardings=grad_shardings)
+                               logits_chunk=config.logits_chunk, batch_spec=batch_spec, grad_shardings=grad_shardings)
 
   def step(state: TrainState, batch: Mapping[str, Array]):
     loss, grads, stats, counts = gradients(state.params, state.model_state, batch)

@@ -230,7 +230,8 @@ class Trainer:
   def _compile(self, objective, stage: _Stage):
     step, _ = train_step.build_step(
         self.fmodel, objective, stage.opt_config,
-        train_step.StepConfig(micro_batches=self.config.get("micro_batches", 1)),
+        train_step.StepConfig(micro_batches=self.config.get("micro_batches", 1),
+                              logits_chunk=self.config.get("logits_chunk", 0)),
         self.mesh)
     return step
 
