@@ -1,6 +1,6 @@
 """Apps/s of the evaluator vs a naive harness, measured in the same run on the same apps.
 
-  .venv/bin/python benchmarks/evaluator_throughput.py [--apps 20] [--workers 2]
+  .venv/bin/python benchmarks/evaluator_throughput.py [--apps 20] [--workers 2] [--profile]
 
 Apps: the reference apps of data/examples (5 rubrics each), repeated to `--apps`.
 - evaluator: `EvalPool` with N workers (warm: workers started before timing; the cold
@@ -10,13 +10,18 @@ Apps: the reference apps of data/examples (5 rubrics each), repeated to `--apps`
   (actionability checks), pass/fail only.
 - floor: one reused page loading an empty document, the cost no evaluator can go under.
 Prints apps/s for each and the ratio evaluator / naive (target >= 5x on 2 cores).
+`--profile` instead runs one evaluator in this process and prints, per app, the calls to
+and events from the Playwright driver (each crosses Python, the driver and Chromium) and
+the CPU time of each process kind (Linux /proc; processes that exit meanwhile are missed).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import multiprocessing
+import os
 import pathlib
 import re
 import time
@@ -24,8 +29,9 @@ import time
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import browser
 from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.evaluator import Evaluator
 from rcca_jax.evaluation.page_session import PageSession
-from rcca_jax.evaluation.pool import EvalPool, Job
+from rcca_jax.evaluation.pool import EvalPool, Job, descendants
 from rcca_jax.evaluation.dsl import parse_check
 from rcca_jax.evaluation.rubric_runner import RubricRunner, is_readonly
 
@@ -219,13 +225,84 @@ def click_cost(n: int = 20) -> tuple[float, float]:
   return asyncio.run(go())
 
 
+# -- profile -----------------------------------------------------------------------------
+def _cpu_seconds_by_process() -> collections.Counter:
+  """CPU seconds so far of this process and of each kind of descendant process."""
+  out: collections.Counter = collections.Counter({"python": time.process_time()})
+  tick = os.sysconf("SC_CLK_TCK")
+  for pid in descendants(os.getpid()):
+    try:
+      with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+      with open(f"/proc/{pid}/cmdline", encoding="utf-8", errors="replace") as f:
+        command = f.read().replace("\0", " ")  # Chromium rewrites its children's titles
+    except OSError:
+      continue
+    kind_arg = re.search(r"--type=(\S+)", command)
+    kind = ("playwright driver" if os.path.basename(command.split(" ")[0]).startswith("node")
+            else f"chromium {kind_arg.group(1) if kind_arg else 'browser'}")
+    out[kind] += (int(fields[11]) + int(fields[12])) / tick
+  return out
+
+
+def profile(apps) -> None:
+  """One in-process evaluator: driver calls, driver events and CPU, all per app."""
+  from playwright._impl import connection  # pylint: disable=import-outside-toplevel
+  calls: collections.Counter = collections.Counter()
+  events: collections.Counter = collections.Counter()
+  send, dispatch = connection.Connection.send_message_to_server, connection.Connection.dispatch
+
+  def counting_send(self, obj, method, params, options):
+    name = method
+    if method == "send" and isinstance(params, dict):  # CDPSession.send: name the CDP method
+      name = params.get("method", method)
+    calls[f"{obj._type}.{name}"] += 1  # pylint: disable=protected-access
+    return send(self, obj, method, params, options)
+
+  def counting_dispatch(self, message):
+    if not message.get("id"):
+      name = message.get("method", "")
+      events[message.get("params", {}).get("method", name) if name == "event" else name] += 1
+    return dispatch(self, message)
+
+  jobs = [(t, f"```html\n{t.reference}\n```") for t in apps]
+  ev = Evaluator(EvalConfig())
+  try:
+    for task, response in jobs[:2]:  # warm: browser, first loads
+      ev.evaluate(task, response, 0)
+    connection.Connection.send_message_to_server = counting_send
+    connection.Connection.dispatch = counting_dispatch
+    cpu_before, start = _cpu_seconds_by_process(), time.monotonic()
+    for i, (task, response) in enumerate(jobs):
+      ev.evaluate(task, response, i)
+    seconds, cpu = time.monotonic() - start, _cpu_seconds_by_process()
+  finally:
+    connection.Connection.send_message_to_server = send
+    connection.Connection.dispatch = dispatch
+    ev.close()
+  n = len(apps)
+  cpu.subtract(cpu_before)
+  print(f"profile, one in-process evaluator: {seconds / n * 1000:.0f} ms per app, "
+        f"{sum(calls.values()) / n:.1f} driver calls and {sum(events.values()) / n:.1f} driver "
+        f"events per app")
+  print("calls per app : " + ", ".join(f"{k} {v / n:.2f}" for k, v in calls.most_common()))
+  print("events per app: " + ", ".join(f"{k} {v / n:.2f}" for k, v in events.most_common()))
+  print(f"CPU ms per app: {sum(cpu.values()) / n * 1000:.0f} = " + ", ".join(
+      f"{k} {v / n * 1000:.0f}" for k, v in cpu.most_common() if v > 0))
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--apps", type=int, default=20)
   parser.add_argument("--workers", type=int, default=2)
+  parser.add_argument("--profile", action="store_true",
+                      help="profile one in-process evaluator instead of comparing")
   args = parser.parse_args()
   apps = _apps(args.apps)
+  if args.profile:
+    profile(apps)
+    return
   rubrics = sum(len(t.rubrics) for t in apps) / len(apps)
   loads = sum(_loads_per_app(t) for t in apps) / len(apps)
   checked = sum(sum(1 for r in t.rubrics if r.steps) for t in apps)

@@ -3,6 +3,7 @@
 import asyncio
 import dataclasses
 import os
+import time
 
 from absl.testing import absltest
 import pytest
@@ -11,6 +12,7 @@ from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import browser
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.evaluator import Evaluator
+from rcca_jax.evaluation import page_session
 from rcca_jax.evaluation.page_session import PageCrashed, PageSession
 
 TASK = tasks_lib.parse_task({
@@ -31,6 +33,28 @@ class BrowserLocatorTest(absltest.TestCase):
     args = browser.launch_args(123)
     self.assertIn("--js-flags=--max-old-space-size=123", args)
     self.assertIn("--no-sandbox", args)
+
+  @pytest.mark.browser
+  def test_our_disabled_features_keep_playwrights(self):
+    # Chromium keeps only the last --disable-features: ours must repeat Playwright's list.
+    from playwright.async_api import async_playwright  # pylint: disable=import-outside-toplevel
+
+    async def playwright_disabled_features():
+      async with async_playwright() as pw:
+        b = await pw.chromium.launch(executable_path=browser.find_chromium(),
+                                     args=["--enable-automation"])
+        try:
+          cdp = await b.new_browser_cdp_session()
+          res = await cdp.send("Browser.getBrowserCommandLine")
+        finally:
+          await b.close()
+      switches = [a for a in res["arguments"] if a.startswith("--disable-features=")]
+      return {f for a in switches for f in a.split("=", 1)[1].split(",") if f}
+
+    playwrights = asyncio.run(playwright_disabled_features())
+    self.assertTrue(playwrights)
+    self.assertEqual(playwrights - set(page_session.DISABLED_FEATURES), set())
+    self.assertIn("RenderDocument", page_session.DISABLED_FEATURES)
 
 
 @pytest.mark.browser
@@ -65,6 +89,55 @@ class PageSessionTest(absltest.TestCase):
     self.assertEqual({n for _, n in seen}, {"1"})
     self.assertEqual(self.session.restarts, 0)  # planned recycling is not a failure
 
+  def test_window_name_does_not_carry_over_to_the_next_app(self):
+    load = self.run_async(self.session.load("<script>window.name = 'from app 1';</script>"))
+    self.assertTrue(load.ok, load.reason)
+    self.assertEqual(self.run_async(self.session.js("() => window.name", main_world=True)),
+                     "from app 1")
+    load = self.run_async(self.session.load(
+        "<iframe name='inner' srcdoc='<p>x</p>'></iframe>"
+        "<script>document.title = '[' + window.name + ']';</script>"))
+    self.assertTrue(load.ok, load.reason)
+    self.assertEqual(self.run_async(self.session.js(
+        "() => [document.title, frames[0].name]", main_world=True)), ["[]", "inner"])
+
+  def test_exceptions_in_the_frame_after_load_are_logged_when_load_returns(self):
+    # The iframe's document loads (and settles) first: that must not end the main wait.
+    load = self.run_async(self.session.load(
+        "<iframe srcdoc='<p>inner</p>'></iframe><script>"
+        "addEventListener('load', () => requestAnimationFrame(() => {"
+        "  setTimeout(() => { throw new Error('late timer'); }, 0);"
+        "  throw new Error('in frame'); }));</script>"))
+    self.assertTrue(load.ok, load.reason)
+    self.assertEqual([e.message for e in self.session.log.exceptions],
+                     ["Error: in frame", "Error: late timer"])
+
+  def test_app_cannot_see_call_or_block_the_settle_signal(self):
+    name = page_session._SETTLED_BINDING  # pylint: disable=protected-access
+    load = self.run_async(self.session.load(
+        f"<h1>t</h1><script>window.seen = typeof window.{name};"
+        "addEventListener('load', (e) => { e.stopImmediatePropagation();"
+        "  requestAnimationFrame(() => { throw new Error('after'); }); }, true);</script>"))
+    self.assertTrue(load.ok, load.reason)
+    self.assertEqual([e.message for e in self.session.log.exceptions], ["Error: after"])
+    self.assertEqual(self.run_async(self.session.js(
+        f"() => [window.seen, typeof window.{name}]", main_world=True)),
+        ["undefined", "undefined"])
+    self.assertEqual(self.run_async(self.session.js(f"() => typeof globalThis.{name}")),
+                     "function")
+
+  def test_hang_in_a_timer_after_load_fails_the_load_and_recovers(self):
+    start = time.monotonic()
+    load = self.run_async(self.session.load(
+        "<h1>x</h1><script>onload = () => setTimeout(() => { for (;;) {} }, 0);</script>"))
+    self.assertFalse(load.ok)
+    self.assertIn("did not finish", load.reason)
+    self.assertLess(time.monotonic() - start, 2.0 + 2.0 + 5.0)  # load, settle deadline, slack
+    load = self.run_async(self.session.load("<h1>back</h1>"))
+    self.assertTrue(load.ok, load.reason)
+    self.assertEqual(self.run_async(self.session.js(
+        "() => document.querySelector('h1').textContent")), "back")
+
   def test_isolated_world_is_not_disturbed_by_the_app(self):
     self.run_async(self.session.load(
         "<h1>t</h1><script>window.setTimeout = null; Array.prototype.map = null;"
@@ -84,6 +157,19 @@ class PageSessionTest(absltest.TestCase):
     self.run_async(self.session.reset())
     load = self.run_async(self.session.load("<h1>back</h1>"))
     self.assertTrue(load.ok)
+
+  def test_crash_in_the_frame_after_load_ends_the_load(self):
+    # Long deadlines: the crash itself, not a deadline, must end the wait for the settle.
+    self.session.config = dataclasses.replace(self.session.config, load_timeout=30.0,
+                                              step_timeout=30.0)
+    start = time.monotonic()
+    with self.assertRaises(PageCrashed):
+      self.run_async(self.session.load(
+          "<script>onload = () => requestAnimationFrame(() => { const a = [];"
+          " for (;;) a.push(new Array(1e6).fill(2.5)); });</script>"))
+    self.assertLess(time.monotonic() - start, 15.0)
+    self.run_async(self.session.reset())
+    self.assertTrue(self.run_async(self.session.load("<h1>back</h1>")).ok)
 
   def test_hang_after_load_is_terminated(self):
     self.run_async(self.session.load("<h1>x</h1><script>window.spin = () => { for (;;) {} };"

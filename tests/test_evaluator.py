@@ -94,19 +94,38 @@ class ExamplesTest(parameterized.TestCase):
     self.assertEqual(SPLIT_RESPONSE[s:e], "#count { color: blue; }")
     self.assertEqual(r2["evidence"]["css_rules"][0]["property"], "color")
 
-  def test_exception_in_interaction_fails_runtime_and_points_at_statement(self):
+  @parameterized.named_parameters(
+      ("in_the_handler", "() => {\n", "};\n"),
+      # Thrown while the page settles after the click: still the click's.
+      ("in_a_timer_after_the_click", "() => setTimeout(() => {\n", "}, 0);\n"))
+  def test_exception_in_interaction_fails_runtime_and_points_at_statement(self, head, tail):
     response = ("```html\n<div id=\"count\">0</div><button id=\"inc\">+</button>\n<script>\n"
-                "document.getElementById('inc').onclick = () => {\n"
+                f"document.getElementById('inc').onclick = {head}"
                 "  const data = JSON.parse('{bad');\n"
-                "  document.getElementById('count').textContent = data.n;\n};\n</script>\n```")
+                f"  document.getElementById('count').textContent = data.n;\n{tail}"
+                "</script>\n```")
     record = self.ev.evaluate(COUNTER_TASK, response, 3).to_json()
     self.assertIs(record["gates"]["runtime"], False)
     self.assertEqual(record["reward"], 0.10)
     self.assertEqual(record["rubrics"][0]["severity"], "critical")
+    r1 = next(i for i in record["issues"] if i["rubric_id"] == "r1")
+    self.assertEqual((r1["evidence"]["step_index"], r1["evidence"]["path"]), (0, ['click "#inc"']))
     runtime = next(i for i in record["issues"] if i["stage"] == "runtime")
     s, e = runtime["direct"][0]
     self.assertEqual(response[s:e], "const data = JSON.parse('{bad');")
     self.assertEqual(runtime["evidence"]["path"], ['click "#inc"'])
+
+  def test_exception_in_the_first_frame_fails_the_runtime_gate(self):
+    response = ("```html\n<div id=\"count\">0</div><button id=\"inc\">+</button>\n<script>\n"
+                "requestAnimationFrame(() => {\n  document.getElementById('missing').focus();\n"
+                "});\n</script>\n```")
+    record = self.ev.evaluate(COUNTER_TASK, response, 5).to_json()
+    self.assertIs(record["gates"]["runtime"], False)
+    self.assertEqual(record["reward"], 0.10)
+    issue = record["issues"][0]
+    self.assertIn("uncaught exception during load: TypeError", issue["message"])
+    s, e = issue["direct"][0]
+    self.assertEqual(response[s:e], "document.getElementById('missing').focus();")
 
   def test_console_errors_are_evidence_not_a_gate(self):
     response = ('```html\n<div id="count" style="color: red">0</div><button id="inc">+</button>'

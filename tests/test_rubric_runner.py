@@ -46,6 +46,16 @@ window.later = () => setTimeout(() => { document.getElementById('count').textCon
 
 COVERED = APP.replace("<p id=\"log\"></p>", "<p id=\"log\"></p><div id=\"cover\"></div>")
 
+# Handlers whose effects come a frame or a timer turn after the click.
+DEFERRED = """<!DOCTYPE html><html><body>
+<button id="boom">boom</button><button id="spin">spin</button><button id="ok">ok</button>
+<input id="name"><p id="out">0</p><script>
+document.getElementById('boom').onclick = () => setTimeout(() => { throw new Error('later'); }, 0);
+document.getElementById('spin').onclick = () => setTimeout(() => { for (;;) {} }, 0);
+document.getElementById('ok').onclick = () => requestAnimationFrame(() => {
+  document.getElementById('out').textContent = '1'; });
+</script></body></html>"""
+
 
 class CompareTest(parameterized.TestCase):
 
@@ -238,6 +248,34 @@ class RunnerTest(parameterized.TestCase):
     self.assertEqual(run.severity, "critical")
     self.assertIsNotNone(run.hang)
     self.assertTrue(self.run_check('click "#inc"; expect text "#count" == "1"').passed)
+
+  @parameterized.parameters("", '; expect text "#out" == "0"', '; click "#ok"', "; wait 10",
+                            '; expect js "true"', "; expect no_errors", '; press "Tab"',
+                            '; fill "#name" "x"', '; press "#name" "Enter"')
+  def test_exception_in_a_timer_after_a_click_is_the_clicks(self, rest):
+    check = 'click "#boom"' + rest
+    run = self.run_check(check, app=DEFERRED)
+    self.assertEqual(run.severity, "critical", run.detail)
+    self.assertEqual(run.failure.step_index, 0)
+    self.assertEqual(run.path, ['click "#boom"'])
+    self.assertEqual(run.path[-1], str(parse_check(check)[run.failure.step_index]))
+    self.assertEqual(run.failure.exception.message, "Error: later")
+    self.assertEqual([e.message for e in run.exceptions], ["Error: later"])
+
+  @parameterized.parameters("", '; expect text "#out" == "0"', '; click "#ok"')
+  def test_hang_in_a_timer_after_a_click_is_the_clicks(self, rest):
+    run = self.run_check('click "#spin"' + rest, app=DEFERRED)
+    self.assertEqual(run.severity, "critical", run.detail)
+    self.assertEqual(run.failure.step_index, 0)
+    self.assertEqual(run.path, ['click "#spin"'])
+    self.assertIn("did not finish", run.hang)
+    self.assertTrue(self.run_check('click "#inc"; expect text "#count" == "1"').passed)
+
+  def test_next_read_sees_the_frame_after_an_action(self):
+    run = self.run_check('click "#ok"; expect text "#out" == "1"', app=DEFERRED)
+    self.assertTrue(run.passed, run.detail)
+    run = self.run_check('click "#ok"; click "#ok"; expect text "#out" == "1"', app=DEFERRED)
+    self.assertTrue(run.passed, run.detail)
 
   @parameterized.parameters('click "##bad"', 'expect text "#title" matches "("',
                             'press "NoSuchKey"')

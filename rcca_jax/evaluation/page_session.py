@@ -6,6 +6,11 @@ session attached at page creation. Each `load()` serves the app from a new fake 
 loads, and aborts every other request. Every browser call goes through `call()`, which
 puts a deadline on it; when the deadline passes the running script is terminated over the
 CDP session, and if the page stays unresponsive the context is rebuilt.
+
+A load costs two calls (navigate, serve the document): Chromium itself creates the
+checker's isolated world in every new document (its id arrives as an event), and a script
+there reports through a binding, present only in that world, once the page has loaded and
+one frame and a timer turn have passed.
 """
 
 from __future__ import annotations
@@ -27,6 +32,21 @@ APP_HOST_SUFFIX = ".rcca.invalid"
 _CLOSE_TIMEOUT = 3.0
 _PROBE_TIMEOUT = 1.0
 _MAX_LOG = 50  # per kind and load, so a flood of console calls cannot grow memory
+_WORLD_NAME = "rcca"
+_SETTLED_BINDING = "__rccaSettled"
+
+# Chromium keeps only the last --disable-features switch, so ours repeats the features
+# Playwright turns off (chromiumSwitches.ts of the pinned version; a test checks them).
+PLAYWRIGHT_DISABLED_FEATURES = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding",
+    "ThirdPartyStoragePartitioning", "AvoidCorsURLLoaderRestartOnRedirect",
+    "TcpPortRandomizationWin", "OptimizationHints", "NetworkTimeServiceQuerying", "AimEnabled",
+    "PreconnectToSearch", "msForceBrowserSignIn", "msEdgeUpdateLaunchServicesPreferredVersion")
+# RenderDocument builds a new frame host (and compositor surface) for every navigation;
+# our loads navigate one page between same-site origins, where reusing the host saves about
+# a quarter of the CPU of a load. Each load still gets a new document, window and storage.
+DISABLED_FEATURES = PLAYWRIGHT_DISABLED_FEATURES + ("RenderDocument",)
 
 # Resolves after one animation frame and a timer turn, or after `ms` if frames stall.
 _SETTLE_JS = """(ms) => new Promise((resolve) => {
@@ -35,6 +55,17 @@ _SETTLE_JS = """(ms) => new Promise((resolve) => {
   requestAnimationFrame(() => setTimeout(finish, 0));
   setTimeout(finish, ms);
 })"""
+
+# Runs in the checker's world of every new document, before the app's scripts. It clears
+# the top window's name (the one thing a same-site navigation carries from the previous
+# app). On `load` (a capturing listener registered first, so the app cannot stop it) it
+# waits for a timer turn, so that frames and timers the app's own load handlers request
+# come first, then settles as `_SETTLE_JS` does and calls the binding, which exists only
+# in this world.
+_ON_NEW_DOCUMENT_JS = """if (window === window.top) window.name = '';
+addEventListener('load', () => setTimeout(() => {
+  (%s)(%s).then(() => globalThis.%s(''));
+}, 0), {capture: true, once: true});"""
 
 
 class PageCrashed(RuntimeError):
@@ -120,6 +151,7 @@ class PageSession:
     self._app_url = ""
     self._frame_id: str | None = None
     self._world: int | None = None
+    self._settled: asyncio.Future | None = None
     self._crashed = False
     self._gone = False
     self._loads = 0
@@ -134,11 +166,13 @@ class PageSession:
       raise RuntimeError("no Chromium found (set RCCA_CHROMIUM or run `make browser`)")
     if self._pw is None:
       self._pw = await async_playwright().start()
-    self._browser = await self._pw.chromium.launch(
-        executable_path=path, args=browser_lib.launch_args(self.config.js_heap_mb),
-        timeout=30000)
+    args = [*browser_lib.launch_args(self.config.js_heap_mb),
+            f"--disable-features={','.join(DISABLED_FEATURES)}"]
+    self._browser = await self._pw.chromium.launch(executable_path=path, args=args,
+                                                   timeout=30000)
     self._gone = False
-    self._browser.on("disconnected", lambda _: setattr(self, "_gone", True))
+    self._browser.on("disconnected",
+                     lambda _: self._on_dead("_gone", BrowserGone("the browser disconnected")))
     await self._new_context()
 
   async def close(self) -> None:
@@ -175,14 +209,24 @@ class PageSession:
     self.page = await self.context.new_page()
     self.context.on("page", self._on_page)  # after ours exists: every later page is a popup
     self._crashed = False
-    self.page.on("crash", lambda _: setattr(self, "_crashed", True))
+    self.page.on("crash", lambda _: self._on_dead("_crashed", PageCrashed("the tab crashed")))
     self.page.on("dialog", self._on_dialog)
     self.page.on("framenavigated", self._on_frame_navigated)
     self.cdp = await self.context.new_cdp_session(self.page)
     self.cdp.on("Runtime.exceptionThrown", self._on_exception)
     self.cdp.on("Runtime.consoleAPICalled", self._on_console)
-    await self.cdp.send("Runtime.enable")
-    tree = await self.cdp.send("Page.getFrameTree")
+    self.cdp.on("Runtime.executionContextCreated", self._on_context_created)
+    self.cdp.on("Runtime.bindingCalled", self._on_binding_called)
+    source = _ON_NEW_DOCUMENT_JS % (_SETTLE_JS, json.dumps(self.config.settle_ms),
+                                    _SETTLED_BINDING)
+    # Sent together (Chromium handles them in order); new-document scripts need Page on.
+    _, _, _, _, tree = await asyncio.gather(
+        self.cdp.send("Runtime.enable"), self.cdp.send("Page.enable"),
+        self.cdp.send("Runtime.addBinding", {"name": _SETTLED_BINDING,
+                                             "executionContextName": _WORLD_NAME}),
+        self.cdp.send("Page.addScriptToEvaluateOnNewDocument", {
+            "source": source, "worldName": _WORLD_NAME}),
+        self.cdp.send("Page.getFrameTree"))
     self._frame_id = tree["frameTree"]["frame"]["id"]
     self._apps_in_context = 0
 
@@ -220,6 +264,25 @@ class PageSession:
       parts.append(str(arg.get("value", arg.get("description", arg.get("type", "")))))
     self._append(self.log.console_errors,
                  ConsoleError(" ".join(parts)[:500], _frames(event.get("stackTrace"))))
+
+  def _on_dead(self, flag: str, error: Exception) -> None:
+    setattr(self, flag, True)
+    if self._settled is not None and not self._settled.done():  # a load waits for the page
+      self._settled.set_exception(error)
+
+  def _on_context_created(self, event: dict) -> None:
+    context = event.get("context", {})
+    aux = context.get("auxData") or {}
+    if (context.get("name") == _WORLD_NAME and aux.get("frameId") == self._frame_id
+        and self._frame_id is not None):
+      self._world = context["id"]  # the checker's world of the main frame's new document
+
+  def _on_binding_called(self, event: dict) -> None:
+    # Only our world has the binding; its copies in the app's subframes are not ours to heed.
+    if (event.get("name") == _SETTLED_BINDING and self._world is not None
+        and event.get("executionContextId") == self._world
+        and self._settled is not None and not self._settled.done()):
+      self._settled.set_result(None)
 
   async def _on_dialog(self, dialog) -> None:
     self._append(self.log.dialogs, {"type": dialog.type, "message": dialog.message[:300]})
@@ -325,16 +388,23 @@ class PageSession:
     self._app_url = ""  # the page that hung is gone
 
   async def js(self, fn: str, *args: Any, what: str = "evaluate",
-               timeout: float | None = None, main_world: bool = False) -> Any:
+               timeout: float | None = None, main_world: bool = False,
+               settle_first: bool = False) -> Any:
     """Calls JS function source `fn` with JSON `args` in the page; returns its value.
 
     By default runs in an isolated world (same DOM, separate globals), so an app that
     overwrites builtins cannot disturb the checks, and our own errors are never
-    counted as the app's uncaught exceptions.
+    counted as the app's uncaught exceptions. `settle_first` lets one frame and pending
+    timers run before `fn` (what `settle()` does) in the same call.
     """
     self._raise_if_dead()
-    params = {"expression": f"({fn})(...{json.dumps(list(args))})",
-              "returnByValue": True, "awaitPromise": True}
+    expression = f"({fn})(...{json.dumps(list(args))})"
+    if settle_first:
+      if main_world:
+        raise ValueError("settle_first runs in the isolated world only")
+      expression = (f"({_SETTLE_JS})({json.dumps(self.config.settle_ms)})"
+                    f".then(() => {expression})")
+    params = {"expression": expression, "returnByValue": True, "awaitPromise": True}
     if not main_world and self._world is not None:
       params["contextId"] = self._world
     res = await self.call(self.cdp.send("Runtime.evaluate", params), what, timeout)
@@ -366,21 +436,18 @@ class PageSession:
     self._app_url = f"http://app-{self._loads}{APP_HOST_SUFFIX}/"
     self.log = PageLog(url=self._app_url)
     self._world = None
+    self._settled = asyncio.get_running_loop().create_future()
     start = time.monotonic()
     goto = self.page.goto(self._app_url, wait_until="load",
                           timeout=self.config.load_timeout * 1000 + 1000)
     try:
       await self.call(goto, "page load", self.config.load_timeout)
-      self._world = await self._isolated_world()
-      await self.settle()
+      # Events arrive in order: the app's exceptions up to here are logged before this.
+      await self.call(self._settled, "settle")
     except CallTimeout as e:
       return LoadResult(False, str(e), time.monotonic() - start)
     except JsError as e:
       return LoadResult(False, f"page load failed: {e}", time.monotonic() - start)
+    finally:
+      self._settled = None
     return LoadResult(True, None, time.monotonic() - start)
-
-  async def _isolated_world(self) -> int:
-    res = await self.call(self.cdp.send("Page.createIsolatedWorld", {
-        "frameId": self._frame_id, "worldName": "rcca", "grantUniveralAccess": False}),
-        "create isolated world")
-    return res["executionContextId"]

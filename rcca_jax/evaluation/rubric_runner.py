@@ -4,8 +4,10 @@ Actions dispatch real input events (CDP `Input.*` through Playwright's mouse and
 keyboard) at the target's centre after one DOM read that checks existence, visibility,
 enabled state and hit-testing; this avoids Playwright's per-document actionability
 machinery (~150 ms on each fresh page) while keeping the events trusted. DOM reads run
-in an isolated world. Severities: `critical` when a target matches nothing or cannot be
-interacted with, or an uncaught exception / hang happens during the interaction;
+in an isolated world. After an action the page settles (one frame and a timer turn)
+inside the next DOM read, in the same browser call; what happens meanwhile (an uncaught
+exception, a hang) is the action's. Severities: `critical` when a target matches nothing
+or cannot be interacted with, or an uncaught exception / hang happens during the interaction;
 `major` when an expectation is false; `minor` when it holds only up to normalisation,
 and for failed style checks of `rendering` rubrics.
 """
@@ -177,17 +179,22 @@ class RubricRunner:
   def __init__(self, session: PageSession):
     self.session = session
     self.config = session.config
+    self._steps: Sequence[Any] = ()
+    self._seen = 0
+    self._owed: int | None = None  # the action whose settle is still to be done
 
   async def run(self, steps: Sequence[Any], level: str) -> RubricRun:
     """Runs `steps` on the currently loaded page (the caller loads it fresh)."""
     start = time.monotonic()
-    seen = len(self.session.log.exceptions)
+    seen = self._seen = len(self.session.log.exceptions)
+    self._steps, self._owed = steps, None
     path: list[str] = []
     deadline = start + self.config.rubric_timeout
     try:
       for i, step in enumerate(steps):
         path.append(str(step))
         if time.monotonic() > deadline:
+          await self._settle_owed()
           raise _Stop(Failure(i, "critical", f"rubric exceeded {self.config.rubric_timeout:g}s",
                               hang="rubric deadline"))
         try:
@@ -195,17 +202,14 @@ class RubricRunner:
             await self._expect(i, step, level, seen)
           else:
             await self._act(i, step)
-            await self.session.settle()
+            self._owed = i
         except CallTimeout as e:
-          raise _Stop(Failure(i, "critical", str(e), selector=step.selector,
-                              hang=str(e))) from None
-        new = self.session.log.exceptions[seen:]
-        if new:
-          raise _Stop(Failure(i, "critical", f"uncaught exception during the interaction: "
-                              f"{new[0].message}", selector=step.selector,
-                              exception=new[0]))
+          raise _Stop(self._hang(i, e)) from None
+        self._stop_on_new_exception(i)
+      await self._settle_owed()
     except _Stop as stop:
       failure = stop.failure
+      del path[failure.step_index + 1:]  # a failure found later may belong to an earlier action
       await self._collect_evidence(failure, steps, level)  # also after a terminated hang
       run = RubricRun(False, failure.severity, failure.message, path, failure,
                       list(self.session.log.exceptions[seen:]), failure.hang)
@@ -216,9 +220,51 @@ class RubricRunner:
     run.seconds = time.monotonic() - start
     return run
 
+  # -- settling ----------------------------------------------------------------------
+  def _hang(self, i: int, e: CallTimeout) -> Failure:
+    return Failure(i, "critical", str(e), selector=self._steps[i].selector, hang=str(e))
+
+  def _stop_on_new_exception(self, i: int) -> None:
+    new = self.session.log.exceptions[self._seen:]
+    if new:
+      raise _Stop(Failure(i, "critical", f"uncaught exception during the interaction: "
+                          f"{new[0].message}", selector=self._steps[i].selector,
+                          exception=new[0]))
+
+  async def _settle_owed(self) -> None:
+    """Settles after the last action when no DOM read has done it (before waits, keys,
+    page JS and the end of the rubric)."""
+    owed, self._owed = self._owed, None
+    if owed is None:
+      return
+    try:
+      await self.session.settle()
+    except CallTimeout as e:
+      raise _Stop(self._hang(owed, e)) from None
+    self._stop_on_new_exception(owed)
+
+  async def _read(self, fn: str, *args: Any, what: str) -> Any:
+    """A DOM read in the isolated world; settles first when an action is owed its settle.
+
+    Exceptions and hangs up to the read's answer then belong to that action: the
+    exception events of the page arrive before the answer.
+    """
+    owed, self._owed = self._owed, None
+    if owed is None:
+      return await self.session.js(fn, *args, what=what)
+    try:
+      value = await self.session.js(fn, *args, what="settle", settle_first=True)
+    except CallTimeout as e:
+      raise _Stop(self._hang(owed, e)) from None
+    except JsError:
+      self._stop_on_new_exception(owed)
+      raise
+    self._stop_on_new_exception(owed)
+    return value
+
   # -- actions -----------------------------------------------------------------------
   async def _target(self, i: int, step: Any, use_label: bool = False) -> dict[str, Any]:
-    t = await self.session.js(_TARGET_JS, step.selector, use_label, what=f"locate {step.selector}")
+    t = await self._read(_TARGET_JS, step.selector, use_label, what=f"locate {step.selector}")
     if t.get("bad"):
       raise _CheckError(f"invalid selector {step.selector!r}: {t['bad']}")
     if not t["found"]:
@@ -240,10 +286,12 @@ class RubricRunner:
     s, page = self.session, self.session.page
     verb = step.verb
     if verb == "wait":
+      await self._settle_owed()
       ms = min(float(step.value), self.config.rubric_timeout * 1000)
       await asyncio.sleep(ms / 1000)
       return
     if verb == "press" and step.selector is None:
+      await self._settle_owed()
       await self._press(step.value)
       return
     t = await self._target(i, step, use_label=verb in ("check", "uncheck"))
@@ -287,7 +335,7 @@ class RubricRunner:
                             f"{step.selector!r}", selector=step.selector, expected=step.value,
                             observed=res["options"], element=t["info"]))
     elif verb == "press":
-      await s.js(_FOCUS_JS, step.selector, what=f"focus {step.selector}")
+      await self._read(_FOCUS_JS, step.selector, what=f"focus {step.selector}")
       await self._press(step.value)
     else:
       raise _CheckError(f"unknown action {verb!r}")
@@ -311,6 +359,8 @@ class RubricRunner:
 
   async def _judge_expectation(self, i: int, step: Any, level: str, seen: int) -> Failure | None:
     kind = step.expect
+    if kind in ("no_errors", "js"):
+      await self._settle_owed()
     if kind == "no_errors":
       if self.session.log.exceptions:
         first = self.session.log.exceptions[0]
@@ -322,10 +372,10 @@ class RubricRunner:
     if kind in ("text", "value", "attr", "style") and step.op == "matches":
       bad = compare.check_regex(step.value)
       if bad:
+        await self._settle_owed()  # what the last action did still counts
         raise _CheckError(bad)
-    r = await self.session.js(_READ_JS, step.selector, kind, step.name,
-                              step.value if kind == "style" else None,
-                              what=f"read {step.selector}")
+    r = await self._read(_READ_JS, step.selector, kind, step.name,
+                         step.value if kind == "style" else None, what=f"read {step.selector}")
     if r.get("bad"):
       raise _CheckError(f"invalid selector {step.selector!r}: {r['bad']}")
     sel = step.selector
