@@ -17,7 +17,10 @@ $(STAMP): requirements.txt setup.cfg
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	# PyTorch (CPU build) only serves the parity tests against transformers' reference model.
-	$(PY) -m pip install --quiet --extra-index-url https://download.pytorch.org/whl/cpu torch==2.13.0
+	# A local wheel on pip's find-links wins; otherwise PyTorch's CPU index (one retry, so
+	# an unreachable index costs seconds, not minutes).
+	$(PY) -m pip install --quiet --retries 1 --timeout 30 \
+	  --extra-index-url https://download.pytorch.org/whl/cpu torch==2.13.0
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 

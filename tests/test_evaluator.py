@@ -115,6 +115,20 @@ class ExamplesTest(parameterized.TestCase):
     self.assertEqual(response[s:e], "const data = JSON.parse('{bad');")
     self.assertEqual(runtime["evidence"]["path"], ['click "#inc"'])
 
+  @parameterized.named_parameters(
+      ("to_about_blank", "location.href = 'about:blank'", ("critical",)),
+      # The read after the click meets the old document going away or the reloaded one.
+      ("by_reloading", "location.reload()", ("critical", "major")))
+  def test_app_that_navigates_itself_away_is_graded(self, script, severities):
+    response = ('```html\n<div id="count" style="color: red">0</div>'
+                f'<button id="inc" onclick="{script}">+</button>\n```')
+    record = self.ev.evaluate(COUNTER_TASK, response, 6).to_json()
+    r1, r2 = record["rubrics"]
+    self.assertIs(r1["passed"], False)
+    self.assertIn(r1["severity"], severities)
+    self.assertIs(r2["passed"], True)  # the next rubric gets a fresh page
+    self.assertIs(record["gates"]["runtime"], True)
+
   def test_exception_in_the_first_frame_fails_the_runtime_gate(self):
     response = ("```html\n<div id=\"count\">0</div><button id=\"inc\">+</button>\n<script>\n"
                 "requestAnimationFrame(() => {\n  document.getElementById('missing').focus();\n"

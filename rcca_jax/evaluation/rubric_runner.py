@@ -205,6 +205,8 @@ class RubricRunner:
             self._owed = i
         except CallTimeout as e:
           raise _Stop(self._hang(i, e)) from None
+        except JsError as e:  # e.g. the app navigated itself to about:blank
+          raise _Stop(self._gone(i, e)) from None
         self._stop_on_new_exception(i)
       await self._settle_owed()
     except _Stop as stop:
@@ -223,6 +225,13 @@ class RubricRunner:
   # -- settling ----------------------------------------------------------------------
   def _hang(self, i: int, e: CallTimeout) -> Failure:
     return Failure(i, "critical", str(e), selector=self._steps[i].selector, hang=str(e))
+
+  def _gone(self, i: int, e: JsError) -> Failure:
+    """The page stopped answering the checker (its document was replaced)."""
+    navigations = self.session.log.navigations
+    where = f" (it navigated to {navigations[-1]})" if navigations else ""
+    return Failure(i, "critical", f"the page went away during the interaction{where}: {e}",
+                   selector=self._steps[i].selector)
 
   def _stop_on_new_exception(self, i: int) -> None:
     new = self.session.log.exceptions[self._seen:]
@@ -256,9 +265,9 @@ class RubricRunner:
       value = await self.session.js(fn, *args, what="settle", settle_first=True)
     except CallTimeout as e:
       raise _Stop(self._hang(owed, e)) from None
-    except JsError:
+    except JsError as e:
       self._stop_on_new_exception(owed)
-      raise
+      raise _Stop(self._gone(owed, e)) from None
     self._stop_on_new_exception(owed)
     return value
 
