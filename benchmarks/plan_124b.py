@@ -23,16 +23,15 @@ attention (`attention_block_size`), KDA chunks prepared 16 at a time
 XLA:CPU schedules for concurrency by default, which starts the recomputation of
 every rematerialised layer early and so keeps them all alive; the plan uses its
 memory-minimising scheduler instead (`--cpu-scheduler memory`), as GPU and TPU
-compilers schedule under a memory limit. XLA:CPU also has no ragged matmul: it
-expands `jax.lax.ragged_dot` into a dense [experts, tokens, dim] masked product (512x
-the memory of the real kernel that GPU and TPU lower to), and the model's dispatch
-sorts the tokens of the whole global batch, which SPMD can only replicate on every
-device. By default (`--expert-proxy grouped`) the plan therefore swaps the
-routed-expert computation for a GShard-style grouped matmul: dispatch inside each
-batch shard, capacity factor 1, an all-to-all from batch shards to expert shards
-([E, groups, C, D] x [E, D, I]). Same flops and the same activation sizes as the
-ragged kernel on balanced routing (what the router correction bias drives towards).
-`--expert-proxy none` compiles the model's own ragged path as it is.
+compilers schedule under a memory limit.
+
+Routed experts: the plan compiles the model's `moe_impl="grouped"` path (what
+experiments/moe_124b.py trains with): dispatch inside each batch shard into expert slots
+of fixed capacity (`--capacity-factor`, 2.0), an all-to-all from batch shards to
+expert shards ([E, groups, C, D] x [E, D, I]) and back. `--moe-impl ragged` compiles the
+dropless `ragged_dot` path instead, which XLA:CPU expands into a dense [experts, tokens,
+dim] masked product and whose global sort SPMD replicates on every device: on this
+compiler it does not fit.
 
 `--devices` must be given on the command line: it sets XLA_FLAGS before JAX starts.
 """
@@ -72,8 +71,10 @@ def parse_args(argv):
   parser.add_argument("--device-gb", type=float, default=80.0)
   parser.add_argument("--top-buffers", type=int, default=0,
                       help="also list the N largest per-device HLO values")
-  parser.add_argument("--expert-proxy", choices=("grouped", "none"),
-                      default="grouped")
+  parser.add_argument("--moe-impl", choices=("grouped", "ragged"), default="grouped",
+                      help="routed-expert dispatch (see the module doc)")
+  parser.add_argument("--capacity-factor", type=float, default=2.0,
+                      help="expert slots per even share of tokens (grouped)")
   parser.add_argument("--cpu-scheduler", choices=("memory", "concurrency"),
                       default="memory",
                       help="XLA:CPU's instruction scheduler (see the module doc)")
@@ -94,9 +95,6 @@ import jax.numpy as jnp  # noqa: E402
 from flax import nnx  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 
-from jax.sharding import PartitionSpec  # noqa: E402
-
-from rcca_jax.models import moe  # noqa: E402
 from rcca_jax.models.config import LingConfig  # noqa: E402
 from rcca_jax.models.ling import LingForCausalLM  # noqa: E402
 from rcca_jax.rl import losses  # noqa: E402
@@ -118,50 +116,7 @@ def parse_mesh(text: str) -> tuple[int, ...]:
   return tuple(sizes[a] for a in AXES)
 
 
-def experts_grouped(x, routing, w_gate, w_up, w_down):
-  """Routed SwiGLU experts as a GShard-style grouped matmul (planning proxy).
-
-  Tokens are dispatched inside their own batch shard (group): each group sorts its
-  assignments by expert into E slots of capacity C = tokens_per_group * K / E, the
-  [groups, E, C, D] buffer is resharded from groups to experts (an all-to-all),
-  multiplied by the expert weights, and sent back. On balanced routing this is the
-  ragged computation with local dispatch.
-  """
-  n, k = routing.experts.shape
-  e, d = w_gate.shape[0], x.shape[-1]
-  mesh = jax.sharding.get_abstract_mesh()
-  batch_axes = tuple(a for a in ("data", "fsdp", "expert") if mesh.shape.get(a, 1) > 1)
-  groups = math.prod(mesh.shape[a] for a in batch_axes)
-  m = n // groups
-  capacity = -(-m * k // e)
-  experts = routing.experts.reshape(groups, m * k)
-  order = jnp.argsort(experts, axis=1, stable=True)
-  order = jnp.pad(order, ((0, 0), (0, e * capacity - m * k)))
-  xg = x.reshape(groups, m, d)
-  rows = jax.vmap(lambda xs, idx: xs[idx])  # a row gather per group (indices [E*C])
-  xs = rows(xg, order // k).reshape(groups, e, capacity, d)
-  by_group = PartitionSpec(batch_axes, None, None, None)
-  rest = tuple(a for a in batch_axes if a != "expert") or None
-  by_expert = PartitionSpec("expert", rest, None, None)
-  xs = jax.lax.with_sharding_constraint(xs, by_group)
-  xe = jax.lax.with_sharding_constraint(jnp.swapaxes(xs, 0, 1), by_expert)
-  h = (jax.nn.silu(jnp.einsum("egcd,edi->egci", xe, w_gate)) *
-       jnp.einsum("egcd,edi->egci", xe, w_up))
-  ye = jax.lax.with_sharding_constraint(jnp.einsum("egci,eid->egcd", h, w_down),
-                                        by_expert)
-  y = jax.lax.with_sharding_constraint(jnp.swapaxes(ye, 0, 1), by_group)
-  y = y.reshape(groups, e * capacity, d)[:, :m * k]
-  weights = jnp.take_along_axis(routing.weights.reshape(groups, m * k),
-                                order[:, :m * k], axis=1)
-  y = y * weights[..., None].astype(y.dtype)
-  out = jnp.zeros((groups, m * k, d), y.dtype)
-  out = jax.vmap(lambda o, idx, v: o.at[idx].set(v))(out, order[:, :m * k], y)
-  return out.reshape(n, k, d).sum(1)
-
-
 def main() -> None:
-  if ARGS.expert_proxy == "grouped":
-    moe.experts_ragged = experts_grouped
   shape = parse_mesh(ARGS.mesh)
   n_mesh = 1
   for size in shape:
@@ -170,7 +125,8 @@ def main() -> None:
     raise SystemExit(f"mesh {ARGS.mesh} has {n_mesh} devices, --devices is "
                      f"{ARGS.devices}")
   overrides = dict(dtype="bfloat16", param_dtype=ARGS.param_dtype,
-                   remat=not ARGS.no_remat, moe_impl="ragged",
+                   remat=not ARGS.no_remat, moe_impl=ARGS.moe_impl,
+                   moe_capacity_factor=ARGS.capacity_factor,
                    attention_block_size=ARGS.attention_block,
                    kda_chunk_size=ARGS.kda_chunk, moe_token_chunk=ARGS.moe_chunk,
                    kda_chunks_per_step=ARGS.kda_chunks_per_step)
@@ -221,7 +177,8 @@ def main() -> None:
       "temp_gb": mem.temp_size_in_bytes / GB,
       "peak_gb": (mem.argument_size_in_bytes + mem.output_size_in_bytes -
                   mem.alias_size_in_bytes + mem.temp_size_in_bytes) / GB,
-      "expert_proxy": ARGS.expert_proxy, "cpu_scheduler": ARGS.cpu_scheduler,
+      "moe_impl": ARGS.moe_impl, "capacity_factor": ARGS.capacity_factor,
+      "cpu_scheduler": ARGS.cpu_scheduler,
       "lower_s": round(lower_s, 1), "compile_s": round(compile_s, 1),
   }
   report["fits"] = report["peak_gb"] <= 0.9 * ARGS.device_gb

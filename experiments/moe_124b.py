@@ -43,7 +43,11 @@ def model_config() -> ml_collections.ConfigDict:
     dtype="bfloat16",
     param_dtype="bfloat16",
     remat=True,
-    moe_impl="ragged",
+    # Expert dispatch inside each batch shard, slots for twice the even share of tokens
+    # (the dropless "ragged" path sorts the whole batch on every device). Decoding steps
+    # never drop (fewer tokens than slots); watch the sampler-vs-trainer log-prob gap.
+    moe_impl="grouped",
+    moe_capacity_factor=2.0,
     # Long-sequence memory bounds (see benchmarks/plan_124b.py).
     attention_block_size=512,
     kda_chunks_per_step=16,

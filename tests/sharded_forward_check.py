@@ -39,7 +39,10 @@ def tiny(moe_impl: str, kind: str) -> LingConfig:
                     kv_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=16,
                     linear_head_dim=16, n_group=4, topk_group=2, num_experts_per_tok=3,
                     num_local_experts=16, first_k_dense_replace=1, layer_group_size=2,
-                    layer_types=layers, scan_layers=kind.endswith("scanned"), moe_impl=moe_impl)
+                    layer_types=layers, scan_layers=kind.endswith("scanned"), moe_impl=moe_impl,
+                    # "grouped": room for every assignment, so the sharded groups drop
+                    # nothing and must equal the single-device result.
+                    moe_capacity_factor=16.0)
 
 
 @nnx.jit

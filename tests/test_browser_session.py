@@ -101,6 +101,17 @@ class PageSessionTest(absltest.TestCase):
     self.assertEqual(self.run_async(self.session.js(
         "() => [document.title, frames[0].name]", main_world=True)), ["[]", "inner"])
 
+  def test_beforeunload_prompt_is_not_logged_against_the_next_load(self):
+    load = self.run_async(self.session.load(
+        "<button id='b' style='width:90px;height:40px'>b</button><script>"
+        "onbeforeunload = (e) => { e.preventDefault(); return 'stay?'; };</script>"))
+    self.assertTrue(load.ok, load.reason)
+    self.run_async(self.session.page.mouse.click(40, 20))  # sticky user activation
+    self.run_async(self.session.page.mouse.click(40, 20))
+    load = self.run_async(self.session.load("<script>alert('mine');</script>"))
+    self.assertTrue(load.ok, load.reason)
+    self.assertEqual(self.session.log.dialogs, [{"type": "alert", "message": "mine"}])
+
   def test_exceptions_in_the_frame_after_load_are_logged_when_load_returns(self):
     # The iframe's document loads (and settles) first: that must not end the main wait.
     load = self.run_async(self.session.load(

@@ -6,6 +6,7 @@ import pathlib
 from absl.testing import absltest, parameterized
 import pytest
 
+from rcca_jax.credit import localize
 from rcca_jax.data import responses as responses_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import evaluator as evaluator_lib
@@ -128,6 +129,29 @@ class ExamplesTest(parameterized.TestCase):
     self.assertIn(r1["severity"], severities)
     self.assertIs(r2["passed"], True)  # the next rubric gets a fresh page
     self.assertIs(record["gates"]["runtime"], True)
+
+  def test_key_press_without_selector_points_at_the_document_key_handler(self):
+    task = tasks_lib.parse_task({
+        "id": "k", "request": "arrow up counts",
+        "rubrics": [{"id": "r1", "kind": "dynamic", "level": "core", "text": "up adds one",
+                     "check": 'press "ArrowUp"; expect text "#count" == "1"'}]})
+    response = ("```html\n<div id=\"count\">0</div>\n<script>\nlet n = 0;\n"
+                "window.addEventListener('resize', () => {});\n"
+                "document.addEventListener('keydown', (e) => {\n"
+                "  if (e.key === 'ArrowUp') n += 2;\n"
+                "  document.getElementById('count').textContent = n;\n});\n</script>\n```")
+    record = self.ev.evaluate(task, response, 7).to_json()
+    self.assertEqual(record["rubrics"][0]["severity"], "major")
+    r1 = next(i for i in record["issues"] if i["rubric_id"] == "r1")
+    keydown = [l for l in r1["evidence"]["listeners"] if l["type"] == "keydown"]
+    self.assertLen(keydown, 1)
+    self.assertEqual(keydown[0]["selector"], "document")
+    self.assertTrue(response[keydown[0]["offset"]:].startswith("(e) => {\n  if (e.key"))
+    # Localization turns that listener into the handler's code (the resize one is not).
+    located = localize.localize_record(record, response)["issues"]
+    direct = next(i for i in located if i["rubric_id"] == "r1")["direct"]
+    self.assertTrue(any("n += 2;" in response[s:e] for s, e in direct), direct)
+    self.assertFalse(any("resize" in response[s:e] for s, e in direct), direct)
 
   def test_exception_in_the_first_frame_fails_the_runtime_gate(self):
     response = ("```html\n<div id=\"count\">0</div><button id=\"inc\">+</button>\n<script>\n"

@@ -20,6 +20,9 @@ class ShardedForwardTest(absltest.TestCase):
   def test_ragged_experts(self):
     self.check("ragged", "data2_expert4,fsdp2_tensor4")
 
+  def test_grouped_experts(self):
+    self.check("grouped", "data2_expert4")
+
   @pytest.mark.slow
   def test_dense_experts(self):
     self.check("dense", "data2_expert4,data2_fsdp2_tensor2")

@@ -106,6 +106,26 @@ class ExpertsTest(parameterized.TestCase):
     for a, b in zip(jax.tree.leaves(nnx.state(c_layer)), jax.tree.leaves(nnx.state(g_layer))):
       np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-5)
 
+  def test_grouped_equals_ragged_when_nothing_is_dropped(self):
+    cfg = _tiny(moe_impl="grouped", moe_capacity_factor=16.0)  # C = every assignment
+    layer = moe.MoE(cfg, rngs=nnx.Rngs(0))
+    x = jax.random.normal(jax.random.key(7), (3, 11, 32))
+    grouped, counts = layer(x)
+    layer.cfg = cfg.replace(moe_impl="ragged")
+    ragged, counts_ragged = layer(x)
+    self.assertGreater(float(jnp.abs(ragged).max()), 1e-3)
+    np.testing.assert_allclose(grouped, ragged, atol=1e-5, rtol=1e-5)
+    np.testing.assert_array_equal(counts, counts_ragged)
+
+  def test_grouped_drops_assignments_past_capacity_in_token_order(self):
+    x, weights_, experts, weights = _expert_problem(seed=1, e=4, n=9)
+    experts[:6, 0] = 2  # expert 2 is oversubscribed
+    capacity = int(np.ceil(9 * 2 / 4 * 0.75))  # 4 slots per expert
+    self.assertGreater(int((np.bincount(experts.ravel(), minlength=4) > capacity).sum()), 0)
+    ref = _loop_reference(x, weights_, experts, weights, capacity)
+    got = moe.experts_grouped(*_jax_args(x, weights_, experts, weights), capacity_factor=0.75)
+    np.testing.assert_allclose(got, ref, atol=1e-4, rtol=1e-5)
+
   def test_counts_ignore_masked_tokens(self):
     layer = moe.MoE(_tiny(), rngs=nnx.Rngs(0))
     x = jax.random.normal(jax.random.key(5), (2, 6, 32))
@@ -114,23 +134,42 @@ class ExpertsTest(parameterized.TestCase):
     self.assertEqual(int(counts.sum()), 9 * 4)
 
   def test_ragged_experts_match_loop_reference(self):
-    rng = np.random.default_rng(0)
-    e, d, i, n, k = 6, 8, 5, 10, 2
-    wg, wu = rng.normal(size=(e, d, i)), rng.normal(size=(e, d, i))
-    wd, x = rng.normal(size=(e, i, d)), rng.normal(size=(n, d))
-    experts = np.stack([rng.choice(e, k, replace=False) for _ in range(n)])
-    weights = rng.uniform(size=(n, k))
-    ref = np.zeros((n, d))
-    for t in range(n):
-      for j in range(k):
-        c = experts[t, j]
-        g, u = x[t] @ wg[c], x[t] @ wu[c]
-        ref[t] += weights[t, j] * ((g / (1 + np.exp(-g)) * u) @ wd[c])
-    routing = moe.Routing(jnp.asarray(weights, jnp.float32), jnp.asarray(experts, jnp.int32),
-                          jnp.zeros((n, e)))
-    args = [jnp.asarray(a, jnp.float32) for a in (x, wg, wu, wd)]
-    np.testing.assert_allclose(moe.experts_ragged(args[0], routing, *args[1:]), ref,
+    x, weights_, experts, weights = _expert_problem(seed=0, e=6, n=10, d=8)
+    got = moe.experts_ragged(*_jax_args(x, weights_, experts, weights))
+    np.testing.assert_allclose(got, _loop_reference(x, weights_, experts, weights),
                                atol=1e-4, rtol=1e-5)
+
+
+def _expert_problem(seed: int, e: int, n: int, d: int = 6, i: int = 5, k: int = 2):
+  """Tokens [n, d], expert weights (gate, up, down), k distinct experts per token."""
+  rng = np.random.default_rng(seed)
+  weights_ = (rng.normal(size=(e, d, i)), rng.normal(size=(e, d, i)),
+              rng.normal(size=(e, i, d)))
+  x = rng.normal(size=(n, d))
+  experts = np.stack([rng.choice(e, k, replace=False) for _ in range(n)])
+  return x, weights_, experts, rng.uniform(size=(n, k))
+
+
+def _loop_reference(x, weights_, experts, weights, capacity=None):
+  """SwiGLU experts token by token; past `capacity` an expert takes no more (token order)."""
+  wg, wu, wd = weights_
+  out, used = np.zeros_like(x), np.zeros(wg.shape[0], int)
+  for t in range(x.shape[0]):
+    for j in range(experts.shape[1]):
+      c = experts[t, j]
+      if capacity is not None and used[c] >= capacity:
+        continue
+      used[c] += 1
+      g, u = x[t] @ wg[c], x[t] @ wu[c]
+      out[t] += weights[t, j] * ((g / (1 + np.exp(-g)) * u) @ wd[c])
+  return out
+
+
+def _jax_args(x, weights_, experts, weights):
+  routing = moe.Routing(jnp.asarray(weights, jnp.float32), jnp.asarray(experts, jnp.int32),
+                        jnp.zeros((x.shape[0], weights_[0].shape[0])))
+  return (jnp.asarray(x, jnp.float32), routing,
+          *(jnp.asarray(w, jnp.float32) for w in weights_))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ MAX_ANCESTORS = 12
 MAX_LISTENERS = 30
 
 _CHAIN_JS = """(() => {
-  const el = document.querySelector(%s);
+  const el = %s;
   if (!el) return null;
   const chain = [];
   for (let n = el; n && chain.length < %d; n = n.parentNode) chain.push(n);
@@ -55,10 +55,16 @@ async def _script_urls(session: PageSession) -> dict[str, str]:
   return urls
 
 
-async def event_listeners(session: PageSession, selector: str) -> list[dict[str, Any]]:
-  """Listeners on the first element matching `selector`, its ancestors and window."""
+async def event_listeners(session: PageSession, selector: str | None) -> list[dict[str, Any]]:
+  """Listeners on the first element matching `selector`, its ancestors and window.
+
+  `selector=None` starts from the element that receives key presses (the focused
+  element, else the body), as a `press KEY` step without a selector does.
+  """
+  target = ("(document.activeElement || document.body)" if selector is None
+            else f"document.querySelector({json.dumps(selector)})")
   # Listeners belong to the world that added them: look the nodes up in the app's world.
-  chain_id = await _evaluate_handle(session, _CHAIN_JS % (json.dumps(selector), MAX_ANCESTORS),
+  chain_id = await _evaluate_handle(session, _CHAIN_JS % (target, MAX_ANCESTORS),
                                     main_world=True)
   if chain_id is None:
     return []

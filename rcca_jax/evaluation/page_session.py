@@ -285,7 +285,10 @@ class PageSession:
       self._settled.set_result(None)
 
   async def _on_dialog(self, dialog) -> None:
-    self._append(self.log.dialogs, {"type": dialog.type, "message": dialog.message[:300]})
+    # A `beforeunload` prompt comes from our own next load leaving the page; it is not
+    # something the app showed its user, and `self.log` already belongs to the next load.
+    if dialog.type != "beforeunload":
+      self._append(self.log.dialogs, {"type": dialog.type, "message": dialog.message[:300]})
     try:
       if dialog.type == "prompt":
         await dialog.accept(self.config.prompt_answer)

@@ -454,7 +454,10 @@ class RubricRunner:
     """Listeners of the acted-on elements, and matched CSS rules for style failures."""
     selectors = []
     for step in steps[:failure.step_index + 1]:
-      if step.verb != "expect" and step.selector and step.selector not in selectors:
+      # A key press without a selector goes to the focused element (selector None).
+      if step.verb == "expect" or (step.selector is None and step.verb != "press"):
+        continue
+      if step.selector not in selectors:
         selectors.append(step.selector)
     if failure.selector and failure.selector not in selectors and not selectors:
       selectors.append(failure.selector)

@@ -29,7 +29,8 @@ _HF_ALIASES = {
 }
 
 # Fields that only select how JAX computes; never written to config.json.
-_RUNTIME_FIELDS = ("dtype", "param_dtype", "remat", "scan_layers", "moe_impl",
+RUNTIME_FIELDS = ("dtype", "param_dtype", "remat", "scan_layers", "moe_impl",
+                   "moe_capacity_factor",
                    "kda_chunk_size", "kda_chunks_per_step", "attention_block_size",
                    "moe_token_chunk")
 
@@ -85,7 +86,8 @@ class LingConfig:
   param_dtype: str = "float32"  # Router and KDA gate parameters stay float32.
   remat: bool = False  # Rematerialise each decoder layer in the backward pass.
   scan_layers: bool = True  # Scan over repeated layer groups.
-  moe_impl: str = "ragged"  # "ragged" (jax.lax.ragged_dot) or "dense" (one-hot).
+  moe_impl: str = "ragged"  # "ragged" (ragged_dot), "grouped" (capacity) or "dense".
+  moe_capacity_factor: float = 1.25  # "grouped": expert slots per even share of tokens.
   kda_chunk_size: int = 64
   kda_chunks_per_step: int = 0  # KDA chunks prepared at a time (0: all; bounds memory).
   # MLA over longer sequences runs blockwise (flash_attention.py); 0 = always dense.
@@ -126,8 +128,10 @@ class LingConfig:
                         f"by n_group={self.n_group}")
       elif self.topk_group * self.num_local_experts // self.n_group < self.num_experts_per_tok:
         problems.append("topk_group groups hold fewer experts than num_experts_per_tok")
-    if self.moe_impl not in ("ragged", "dense"):
-      problems.append(f"moe_impl={self.moe_impl!r}; use 'ragged' or 'dense'")
+    if self.moe_impl not in ("ragged", "grouped", "dense"):
+      problems.append(f"moe_impl={self.moe_impl!r}; use 'ragged', 'grouped' or 'dense'")
+    if self.moe_capacity_factor <= 0:
+      problems.append(f"moe_capacity_factor={self.moe_capacity_factor} must be positive")
     if self.dtype not in ("float32", "bfloat16") or self.param_dtype not in (
         "float32", "bfloat16"):
       problems.append("dtype and param_dtype must be 'float32' or 'bfloat16'")
@@ -218,7 +222,7 @@ class LingConfig:
     if kv_heads is not None and kv_heads != d.get("num_attention_heads", kv_heads):
       raise ValueError(f"num_key_value_heads={kv_heads} differs from num_attention_heads; "
                        "MLA here expands the latent to every head")
-    names = {f.name for f in dataclasses.fields(cls)} - set(_RUNTIME_FIELDS)
+    names = {f.name for f in dataclasses.fields(cls)} - set(RUNTIME_FIELDS)
     kwargs = {k: v for k, v in d.items() if k in names}
     kwargs.update(overrides)
     return cls(**kwargs)
@@ -226,7 +230,7 @@ class LingConfig:
   def to_hf_config(self) -> dict[str, Any]:
     """A config.json dictionary that transformers' BailingHybridConfig loads."""
     out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-           if f.name not in _RUNTIME_FIELDS and f.name != "linear_head_dim"}
+           if f.name not in RUNTIME_FIELDS and f.name != "linear_head_dim"}
     out["layer_types"] = list(self.layer_types)
     out["mlp_layer_types"] = list(self.mlp_layer_types)
     out["head_dim"] = self.linear_head_dim

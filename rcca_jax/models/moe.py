@@ -5,13 +5,16 @@ Router (float32): scores = sigmoid(x W); the selection adds a per-expert correct
 with the largest sum of their top-2 biased scores, then the top-k experts; weights are
 the unbiased scores of the chosen experts, renormalised, times `routed_scaling_factor`.
 
-Experts run either through `jax.lax.ragged_dot` on assignments sorted by expert, or
-through a dense one-hot path (every expert on every token) for tiny configs.
+Experts run through `jax.lax.ragged_dot` on assignments sorted by expert ("ragged"),
+through per-batch-shard expert slots of fixed capacity with an all-to-all to the expert
+shards ("grouped", for large meshes; may drop assignments past capacity), or through a
+dense one-hot path (every expert on every token) for tiny configs ("dense").
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import flax.struct
 import jax
@@ -20,7 +23,9 @@ from flax import nnx
 
 from rcca_jax.models.config import LingConfig
 from rcca_jax.models.layers import MLP, normal
-from rcca_jax.parallel.partitioning import batch_local, constrain, param
+from jax.sharding import PartitionSpec
+
+from rcca_jax.parallel.partitioning import batch_local, constrain, logical_to_spec, param
 
 
 @flax.struct.dataclass
@@ -71,6 +76,79 @@ def experts_ragged(x: jax.Array, routing: Routing, w_gate: jax.Array, w_up: jax.
   y = y * routing.weights.reshape(-1)[order][:, None]
   out = jnp.zeros((n * k, x.shape[-1]), f32).at[order].set(y)
   return out.reshape(n, k, -1).sum(1).astype(x.dtype)
+
+
+_MIN_CAPACITY = 4
+
+
+def experts_grouped(x: jax.Array, routing: Routing, w_gate: jax.Array, w_up: jax.Array,
+                    w_down: jax.Array, *, capacity_factor: float) -> jax.Array:
+  """Routed SwiGLU experts with GShard-style dispatch inside each batch shard.
+
+  The tokens of every batch shard (a "group"; one group without a mesh) are placed in
+  per-expert slots of capacity C = ceil(tokens_per_group * K / E * capacity_factor)
+  (at least `_MIN_CAPACITY`, at most tokens_per_group), in token order; assignments
+  past an expert's capacity are dropped (they add nothing). The [groups, E, C, D] buffer is resharded from batch shards to expert
+  shards (an all-to-all on a mesh), multiplied by the expert weights and sent back. No
+  step needs the whole batch on one device, unlike sorting all tokens for
+  `experts_ragged`; with enough capacity (no drops) the two agree.
+  """
+  n, k = routing.experts.shape
+  e, d = w_gate.shape[0], x.shape[-1]
+  mesh = jax.sharding.get_abstract_mesh()
+  batch_axes: tuple[str, ...] = ()
+  if not mesh.empty:
+    spec = logical_to_spec(("batch",), mesh.axis_names, dict(mesh.shape))[0]
+    batch_axes = (spec,) if isinstance(spec, str) else tuple(spec or ())
+  groups = math.prod(mesh.shape[a] for a in batch_axes)
+  if n % groups:
+    groups, batch_axes = 1, ()
+  m = n // groups
+  # A token picks an expert at most once, so m slots never drop: short inputs (decoding)
+  # are dropless.
+  capacity = min(m, max(_MIN_CAPACITY, math.ceil(m * k / e * capacity_factor)))
+  experts = routing.experts.reshape(groups, m * k)
+
+  def slots(flat):  # [m*k] expert ids -> slot in [E*C] (E*C: dropped), token order kept
+    order = jnp.argsort(flat, stable=True)
+    ranked = flat[order]
+    first = jnp.searchsorted(ranked, jnp.arange(e, dtype=ranked.dtype))
+    position = jnp.arange(m * k) - first[ranked]
+    slot = jnp.where(position < capacity, ranked * capacity + position, e * capacity)
+    return jnp.zeros_like(slot).at[order].set(slot)
+
+  slot = jax.vmap(slots)(experts)  # [G, m*k]
+  token = jnp.arange(m * k) // k
+
+  def dispatch(xg, slot_g):  # [m, D] -> [E*C, D]; the extra row takes the dropped ones
+    return jnp.zeros((e * capacity + 1, d), xg.dtype).at[slot_g].set(xg[token])[:-1]
+
+  xs = jax.vmap(dispatch)(x.reshape(groups, m, d), slot).reshape(groups, e, capacity, d)
+  by_group = PartitionSpec(batch_axes or None, None, None, None)
+  rest = tuple(a for a in batch_axes if a != "expert") or None
+  by_expert = PartitionSpec("expert" if "expert" in mesh.axis_names else None, rest,
+                            None, None)
+  if not mesh.empty:
+    xs = jax.lax.with_sharding_constraint(xs, by_group)
+  xe = jnp.swapaxes(xs, 0, 1)  # [E, G, C, D]
+  if not mesh.empty:
+    xe = jax.lax.with_sharding_constraint(xe, by_expert)
+  f32 = jnp.float32
+  gate = jnp.einsum("egcd,edi->egci", xe, w_gate, preferred_element_type=f32)
+  up = jnp.einsum("egcd,edi->egci", xe, w_up, preferred_element_type=f32)
+  h = (jax.nn.silu(gate) * up).astype(x.dtype)
+  ye = jnp.einsum("egci,eid->egcd", h, w_down, preferred_element_type=f32).astype(x.dtype)
+  if not mesh.empty:
+    ye = jax.lax.with_sharding_constraint(ye, by_expert)
+  y = jnp.swapaxes(ye, 0, 1)
+  if not mesh.empty:
+    y = jax.lax.with_sharding_constraint(y, by_group)
+  y = jnp.concatenate([y.reshape(groups, e * capacity, d),
+                       jnp.zeros((groups, 1, d), y.dtype)], axis=1)
+  picked = jax.vmap(lambda yg, slot_g: yg[slot_g])(y, slot)  # [G, m*k, D]; dropped: 0
+  weights = routing.weights.reshape(groups, m * k, 1).astype(f32)
+  out = (picked.astype(f32) * weights).reshape(n, k, d).sum(1)
+  return out.astype(x.dtype)
 
 
 def experts_dense(x: jax.Array, routing: Routing, w_gate: jax.Array, w_up: jax.Array,
@@ -152,7 +230,10 @@ class MoE(nnx.Module):
     routing = batch_local(local_route, (("batch", None), None, None), ("batch", None))(
         flat, self.router[...], self.correction_bias[...])
     weights = [w[...].astype(x.dtype) for w in (self.w_gate, self.w_up, self.w_down)]
-    run = experts_ragged if cfg.moe_impl == "ragged" else experts_dense
+    run = {"ragged": experts_ragged, "dense": experts_dense,
+           "grouped": functools.partial(experts_grouped,
+                                        capacity_factor=cfg.moe_capacity_factor)
+           }[cfg.moe_impl]
     chunk = cfg.moe_token_chunk
     if chunk and t > chunk and t % chunk == 0:
       y = _chunked_experts(run, flat, routing, weights, b, chunk)

@@ -35,6 +35,7 @@ from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.pool import EvalPool
 from rcca_jax.models import LingConfig, LingForCausalLM
+from rcca_jax.models.config import RUNTIME_FIELDS
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.rl import checkpoint as checkpoint_lib
 from rcca_jax.rl import losses
@@ -166,10 +167,11 @@ class Trainer:
                  else None)
     init_from = config.get("init_from_hf")
     if init_from:  # a pretrained `bailing_hybrid` checkpoint (e.g. Ling-3.0-Flash)
+      # The checkpoint gives the architecture; the config, how JAX computes it.
+      runtime = {name: config.model[name] for name in RUNTIME_FIELDS
+                 if name in config.model and name not in ("dtype", "param_dtype")}
       model = LingForCausalLM.from_hf(resolve_path(init_from),
-                                      dtype=jnp.dtype(config.model.param_dtype),
-                                      remat=config.model.get("remat", False),
-                                      moe_impl=config.model.get("moe_impl", "ragged"))
+                                      dtype=jnp.dtype(config.model.param_dtype), **runtime)
       self.model_cfg = model.config
     else:
       model = LingForCausalLM(self.model_cfg, rngs=nnx.Rngs(config.seed))
