@@ -40,6 +40,12 @@ class SpanOpsTest(parameterized.TestCase):
   def test_subtract(self, spans, remove, want):
     self.assertEqual(align.subtract_spans(spans, remove), want)
 
+  @parameterized.parameters(((0, 10), (2, 5), True), ((0, 10), (0, 10), True),
+                            ((2, 5), (0, 10), False), ((0, 5), (3, 8), False),
+                            ((3, 8), (0, 5), False), ((4, 4), (4, 4), True))
+  def test_contains(self, outer, inner, want):
+    self.assertEqual(align.contains(outer, inner), want)
+
 
 class DiagnosticWeightsTest(parameterized.TestCase):
 

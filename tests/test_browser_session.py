@@ -153,7 +153,7 @@ class PageSessionTest(absltest.TestCase):
     self.run_async(self.session.load(
         "<h1>t</h1><script>window.setTimeout = null; Array.prototype.map = null;"
         "document.querySelector = () => null;</script>"))
-    self.run_async(self.session.settle())
+    self.run_async(self.session.js("() => 0", settle_first=True))
     self.assertEqual(self.run_async(self.session.js(
         "() => [1, 2].map((x) => x * 2).concat(document.querySelector('h1').textContent)")),
         [2, 4, "t"])

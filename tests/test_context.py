@@ -47,13 +47,17 @@ def _texts(html, spans):
   return [html[s:e] for s, e in spans]
 
 
-class JsIndexTest(absltest.TestCase):
+class _ParsedAppTest(parameterized.TestCase):
+  """Parses `_APP` and indexes its scripts once per test class."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
     cls.app = parse_app(_APP)
     cls.ix = JsIndex(cls.app)
+
+
+class JsIndexTest(_ParsedAppTest):
 
   def test_functions_named_with_str_offsets(self):
     names = [f.name for f in self.ix.functions]
@@ -97,13 +101,7 @@ class JsIndexTest(absltest.TestCase):
     self.assertIsNone(self.ix.function_at(_APP.index("const state")))
 
 
-class ExpandContextTest(parameterized.TestCase):
-
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls.app = parse_app(_APP)
-    cls.ix = JsIndex(cls.app)
+class ExpandContextTest(_ParsedAppTest):
 
   def _ctx(self, direct):
     return expand_context(self.ix, direct)

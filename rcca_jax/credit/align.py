@@ -26,6 +26,11 @@ def merge_spans(spans: Iterable[Sequence[int]]) -> list[Span]:
   return [(s, e) for s, e in out]
 
 
+def contains(outer: Sequence[int], inner: Sequence[int]) -> bool:
+  """True when span `inner` lies within span `outer`."""
+  return outer[0] <= inner[0] and inner[1] <= outer[1]
+
+
 def subtract_spans(spans: Iterable[Sequence[int]], remove: Iterable[Sequence[int]]) -> list[Span]:
   """The characters of `spans` that are not in `remove`, as merged spans."""
   cut = merge_spans(remove)

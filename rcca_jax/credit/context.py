@@ -13,7 +13,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 
-from rcca_jax.credit.align import Span, merge_spans, subtract_spans
+from rcca_jax.credit.align import Span, contains, merge_spans, subtract_spans
 
 FUNCTION_TYPES = frozenset({
     "function_declaration", "function_expression", "function", "arrow_function",
@@ -37,10 +37,6 @@ def _text(node) -> str:
 def _is_statement(node) -> bool:
   t = node.type
   return t.endswith("_statement") or t.endswith("_declaration") or t == "field_definition"
-
-
-def _contains(outer: Span, inner: Span) -> bool:
-  return outer[0] <= inner[0] and inner[1] <= outer[1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +110,7 @@ class JsIndex:
     for f in self.functions:
       if f.span[0] > span[0]:
         break
-      if _contains(f.span, span) and (best is None or f.span[1] - f.span[0] <= best.span[1] - best.span[0]):
+      if contains(f.span, span) and (best is None or f.span[1] - f.span[0] <= best.span[1] - best.span[0]):
         best = f
     return best
 
@@ -168,7 +164,7 @@ class JsIndex:
     """Named functions that nothing calls, binds or otherwise mentions outside themselves."""
     out = []
     for f in self.functions:
-      if f.name and not any(r.key == f.name and not r.write and not _contains(f.span, r.span)
+      if f.name and not any(r.key == f.name and not r.write and not contains(f.span, r.span)
                             for r in self.refs):
         if not any(b.handler_name == f.name or b.handler_span == f.span for b in self.bindings):
           out.append(f)
@@ -219,7 +215,7 @@ class _BlockWalker:
     self._walk(root, [])
     if self.block.kind == "attr":
       m = _ATTR_EVENT.search(self.html[max(0, self.block.app_start - 40):self.block.app_start])
-      names = [c.name for c in self.ix.calls if _contains((self.block.app_start, self.block.app_end), c.span)]
+      names = [c.name for c in self.ix.calls if contains((self.block.app_start, self.block.app_end), c.span)]
       for name in names or [None]:
         self.ix.bindings.append(Binding(
             event=m.group(1).lower() if m else None, target="<attribute>", handler_name=name,
@@ -477,7 +473,7 @@ def expand_context(index: JsIndex, direct: Sequence[Span],
   for d in direct:
     if not index.in_js(d):
       for elem_id, span in html_ids:
-        if _contains(d, span):
+        if contains(d, span):
           ctx.extend(index.element_writes("#" + elem_id))
           ctx.extend(index.element_lookup_statements("#" + elem_id))
       continue
@@ -490,16 +486,16 @@ def expand_context(index: JsIndex, direct: Sequence[Span],
         if b.handler_span == func.span or (func.name and b.handler_name == func.name):
           ctx.append(b.stmt)
       if func.name:                                            # callers
-        ctx.extend(c.stmt for c in index.calls if c.name == func.name and not _contains(func.span, c.span))
-    inside = [r for r in index.refs if _contains(d, r.span)]   # state reads/writes
+        ctx.extend(c.stmt for c in index.calls if c.name == func.name and not contains(func.span, c.span))
+    inside = [r for r in index.refs if contains(d, r.span)]   # state reads/writes
     written = {(r.key, r.scope) for r in inside if r.write}
     read = {(r.key, r.scope) for r in inside if not r.write}
     for r in index.refs:
-      if _contains(d, r.span):
+      if contains(d, r.span):
         continue
       if (r.key, r.scope) in written or (r.write and (r.key, r.scope) in read):
         ctx.append(r.stmt)
     for c in index.calls:                                      # callees
-      if _contains(d, c.span):
-        ctx.extend(f.span for f in index.functions_named(c.name) if not _contains(f.span, d))
+      if contains(d, c.span):
+        ctx.extend(f.span for f in index.functions_named(c.name) if not contains(f.span, d))
   return subtract_spans(ctx, direct)

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from rcca_jax.credit.align import Span, merge_spans, subtract_spans
+from rcca_jax.credit.align import Span, contains, merge_spans, subtract_spans
 from rcca_jax.credit.context import JsIndex, expand_context, statement_span
 from rcca_jax.evaluation import dsl
 from rcca_jax.evaluation.extract import Extraction, extract_app
@@ -180,7 +180,7 @@ class Localizer:
       return []
     pos, stmt = stmts[0]
     callbacks = [f.span for f in self.index.functions
-                 if _inside(f.span, stmt) and not f.span[0] <= pos < f.span[1]
+                 if contains(stmt, f.span) and not f.span[0] <= pos < f.span[1]
                  and f.span != stmt]
     direct = subtract_spans([stmt], callbacks)
     context.extend(callbacks)
@@ -200,7 +200,7 @@ class Localizer:
     scoped = {(r.key, r.scope) for r in self.index.refs
               if r.key in keys and stmt[0] <= r.span[0] and r.span[1] <= stmt[1]}
     return sorted({r.stmt for r in self.index.refs
-                   if r.write and (r.key, r.scope) in scoped and not _inside(r.span, stmt)})
+                   if r.write and (r.key, r.scope) in scoped and not contains(stmt, r.span)})
 
   def _listeners(self, ev: dict[str, Any], direct: list[Span], context: list[Span]) -> None:
     """Handlers of the elements the rubric acted on (CDP), else bindings found in the JS.
@@ -243,7 +243,7 @@ class Localizer:
               if action.selector and action.selector.strip() == "#" + i]
       before = len(direct)
       for b in self.index.bindings:
-        if b.target == "<attribute>" and any(_inside(b.stmt, t) for t in tags):
+        if b.target == "<attribute>" and any(contains(t, b.stmt) for t in tags):
           direct.append(b.stmt)
           self._callees(b.stmt, direct)
         elif b.event in events and (b.target in targets or b.stmt in chained):
@@ -304,9 +304,9 @@ class Localizer:
 
   def _callees(self, span: Span, direct: list[Span]) -> None:
     for call in self.index.calls:
-      if _inside(call.span, span):
+      if contains(span, call.span):
         direct.extend(f.span for f in self.index.functions_named(call.name)
-                      if not _inside(span, f.span))
+                      if not contains(f.span, span))
 
   def _css(self, ev: dict[str, Any], direct: list[Span], context: list[Span]) -> None:
     """Matched rules; with a property named, only its declarations are direct."""
@@ -334,7 +334,7 @@ class Localizer:
       if node.type == "declaration":
         name = node.named_children[0] if node.named_children else None
         span = tuple(block.node_app_span(node))
-        if (name is not None and name.type == "property_name" and _inside(span, rule)
+        if (name is not None and name.type == "property_name" and contains(rule, span)
             and _covers_property(name.text.decode(), prop)):
           out.append(span)
         continue
@@ -510,7 +510,3 @@ def _covers_property(declared: str, prop: str) -> bool:
 def _is_span(x: Any) -> bool:
   return (isinstance(x, (list, tuple)) and len(x) == 2
           and all(isinstance(v, int) for v in x) and x[0] <= x[1])
-
-
-def _inside(inner: Span, outer: Span) -> bool:
-  return outer[0] <= inner[0] and inner[1] <= outer[1]

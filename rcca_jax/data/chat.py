@@ -26,9 +26,15 @@ class ChatFormatError(ValueError):
 
 
 def _token_id(tokenizer: Any, token: str) -> int | None:
-  """Id of `token` when the tokenizer has it as a single token, else None."""
-  vocab = tokenizer.get_vocab()
-  return vocab.get(token)
+  """Id of `token` when the tokenizer has it as a single token, else None.
+
+  One look-up (`get_vocab()` would copy the whole vocabulary on every call); a token
+  the tokenizer lacks comes back as the unknown token's id (or None).
+  """
+  tid = tokenizer.convert_tokens_to_ids(token)
+  if tid is None or (tid == tokenizer.unk_token_id and token != tokenizer.unk_token):
+    return None
+  return tid
 
 
 def is_ling(tokenizer: Any) -> bool:

@@ -398,7 +398,8 @@ class PageSession:
     By default runs in an isolated world (same DOM, separate globals), so an app that
     overwrites builtins cannot disturb the checks, and our own errors are never
     counted as the app's uncaught exceptions. `settle_first` lets one frame and pending
-    timers run before `fn` (what `settle()` does) in the same call.
+    timers run before `fn` in the same call (`_SETTLE_JS`); the page's exception events up
+    to then arrive before the answer.
     """
     self._raise_if_dead()
     expression = f"({fn})(...{json.dumps(list(args))})"
@@ -415,10 +416,6 @@ class PageSession:
       details = res["exceptionDetails"]
       raise JsError(_exception_message(details))
     return res.get("result", {}).get("value")
-
-  async def settle(self) -> None:
-    """Lets one frame and pending timers run; syncs the exception events of this session."""
-    await self.js(_SETTLE_JS, self.config.settle_ms, what="settle")
 
   # -- loading -----------------------------------------------------------------------
   async def begin_app(self) -> None:

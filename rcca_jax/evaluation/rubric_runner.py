@@ -243,14 +243,8 @@ class RubricRunner:
   async def _settle_owed(self) -> None:
     """Settles after the last action when no DOM read has done it (before waits, keys,
     page JS and the end of the rubric)."""
-    owed, self._owed = self._owed, None
-    if owed is None:
-      return
-    try:
-      await self.session.settle()
-    except CallTimeout as e:
-      raise _Stop(self._hang(owed, e)) from None
-    self._stop_on_new_exception(owed)
+    if self._owed is not None:
+      await self._read("() => null", what="settle")
 
   async def _read(self, fn: str, *args: Any, what: str) -> Any:
     """A DOM read in the isolated world; settles first when an action is owed its settle.

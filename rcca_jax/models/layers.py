@@ -6,7 +6,8 @@ names for sharding.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +27,28 @@ def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
   x32 = x.astype(jnp.float32)
   x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
   return weight * x32.astype(x.dtype)
+
+
+def checkpointed_chunks(fn: Callable[..., Any], arrays: Sequence[jax.Array],
+                        chunk: int) -> Any:
+  """`fn` on `chunk` positions of [B, T, ...] arrays at a time (T divisible by chunk).
+
+  The slices run one after another (`lax.map`) and each is recomputed in the backward
+  pass (`jax.checkpoint`), so only one slice's intermediates exist at a time. Slices cut
+  every row, so a device keeps working on its own rows. `fn` takes and returns
+  [B, chunk, ...] arrays; its outputs are put back together as [B, T, ...].
+  """
+  b, t = arrays[0].shape[:2]
+  n = t // chunk
+
+  def split(a):
+    return jnp.swapaxes(a.reshape(b, n, chunk, *a.shape[2:]), 0, 1)
+
+  def merge(a):
+    return jnp.swapaxes(a, 0, 1).reshape(b, t, *a.shape[3:])
+
+  out = jax.lax.map(jax.checkpoint(lambda args: fn(*args)), tuple(map(split, arrays)))
+  return jax.tree.map(merge, out)
 
 
 class RMSNorm(nnx.Module):

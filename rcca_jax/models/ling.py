@@ -259,11 +259,8 @@ class LingForCausalLM(nnx.Module):
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
   def project_logits(self, hidden: jax.Array) -> jax.Array:
-    """Logits [..., V] of final (normed) hidden states [..., D]."""
-    logits = self.lm_head(hidden)
-    if logits.ndim == 3:
-      logits = constrain(logits, ("batch", "length", "act_vocab"))
-    return logits
+    """Logits [B, T, V] of final (normed) hidden states [B, T, D]."""
+    return constrain(self.lm_head(hidden), ("batch", "length", "act_vocab"))
 
   # ---- router balancing -------------------------------------------------------
 

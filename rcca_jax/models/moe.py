@@ -22,10 +22,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rcca_jax.models.config import LingConfig
-from rcca_jax.models.layers import MLP, normal
-from jax.sharding import PartitionSpec
-
-from rcca_jax.parallel.partitioning import batch_local, constrain, logical_to_spec, param
+from rcca_jax.models.layers import MLP, checkpointed_chunks, normal
+from rcca_jax.parallel.partitioning import batch_local, constrain, param, shard_count
 
 
 @flax.struct.dataclass
@@ -88,21 +86,24 @@ def experts_grouped(x: jax.Array, routing: Routing, w_gate: jax.Array, w_up: jax
   The tokens of every batch shard (a "group"; one group without a mesh) are placed in
   per-expert slots of capacity C = ceil(tokens_per_group * K / E * capacity_factor)
   (at least `_MIN_CAPACITY`, at most tokens_per_group), in token order; assignments
-  past an expert's capacity are dropped (they add nothing). The [groups, E, C, D] buffer is resharded from batch shards to expert
-  shards (an all-to-all on a mesh), multiplied by the expert weights and sent back. No
+  past an expert's capacity are dropped (they add nothing). The [groups, E, C, D]
+  buffer is resharded from batch shards to expert shards (an all-to-all on a mesh),
+  multiplied by the expert weights and sent back. No
   step needs the whole batch on one device, unlike sorting all tokens for
   `experts_ragged`; with enough capacity (no drops) the two agree.
   """
   n, k = routing.experts.shape
   e, d = w_gate.shape[0], x.shape[-1]
-  mesh = jax.sharding.get_abstract_mesh()
-  batch_axes: tuple[str, ...] = ()
-  if not mesh.empty:
-    spec = logical_to_spec(("batch",), mesh.axis_names, dict(mesh.shape))[0]
-    batch_axes = (spec,) if isinstance(spec, str) else tuple(spec or ())
-  groups = math.prod(mesh.shape[a] for a in batch_axes)
+  groups = shard_count("batch")
   if n % groups:
-    groups, batch_axes = 1, ()
+    groups = 1
+  # [G, E, C, D] laid out by group (batch shards) or by expert; the expert layout splits
+  # the groups over the batch axes the expert axis leaves free.
+  if groups > 1:
+    by_group = functools.partial(constrain, axes=("batch", None, None, None))
+    by_expert = functools.partial(constrain, axes=("act_expert", "batch", None, None))
+  else:
+    by_group = by_expert = lambda a: a
   m = n // groups
   # A token picks an expert at most once, so m slots never drop: short inputs (decoding)
   # are dropless.
@@ -124,25 +125,13 @@ def experts_grouped(x: jax.Array, routing: Routing, w_gate: jax.Array, w_up: jax
     return jnp.zeros((e * capacity + 1, d), xg.dtype).at[slot_g].set(xg[token])[:-1]
 
   xs = jax.vmap(dispatch)(x.reshape(groups, m, d), slot).reshape(groups, e, capacity, d)
-  by_group = PartitionSpec(batch_axes or None, None, None, None)
-  rest = tuple(a for a in batch_axes if a != "expert") or None
-  by_expert = PartitionSpec("expert" if "expert" in mesh.axis_names else None, rest,
-                            None, None)
-  if not mesh.empty:
-    xs = jax.lax.with_sharding_constraint(xs, by_group)
-  xe = jnp.swapaxes(xs, 0, 1)  # [E, G, C, D]
-  if not mesh.empty:
-    xe = jax.lax.with_sharding_constraint(xe, by_expert)
+  xe = by_expert(jnp.swapaxes(by_group(xs), 0, 1))  # [E, G, C, D]: the all-to-all
   f32 = jnp.float32
   gate = jnp.einsum("egcd,edi->egci", xe, w_gate, preferred_element_type=f32)
   up = jnp.einsum("egcd,edi->egci", xe, w_up, preferred_element_type=f32)
   h = (jax.nn.silu(gate) * up).astype(x.dtype)
   ye = jnp.einsum("egci,eid->egcd", h, w_down, preferred_element_type=f32).astype(x.dtype)
-  if not mesh.empty:
-    ye = jax.lax.with_sharding_constraint(ye, by_expert)
-  y = jnp.swapaxes(ye, 0, 1)
-  if not mesh.empty:
-    y = jax.lax.with_sharding_constraint(y, by_group)
+  y = by_group(jnp.swapaxes(by_expert(ye), 0, 1))
   y = jnp.concatenate([y.reshape(groups, e * capacity, d),
                        jnp.zeros((groups, 1, d), y.dtype)], axis=1)
   picked = jax.vmap(lambda yg, slot_g: yg[slot_g])(y, slot)  # [G, m*k, D]; dropped: 0
@@ -164,30 +153,6 @@ def experts_dense(x: jax.Array, routing: Routing, w_gate: jax.Array, w_up: jax.A
   h = constrain(h, ("batch", "act_expert", "act_mlp"))
   y = jnp.einsum("nei,eid->ned", h, w_down, preferred_element_type=f32)
   return jnp.einsum("ned,ne->nd", y, combine).astype(x.dtype)
-
-
-def _chunked_experts(run, x: jax.Array, routing: Routing, weights, rows: int,
-                     chunk: int) -> jax.Array:
-  """`run` on `chunk` positions of every row at a time; x [rows * T, D].
-
-  Dispatch buffers are [tokens * top_k, D], several per layer in the backward pass;
-  one slice at a time (recomputed in the backward, `jax.checkpoint`) bounds them.
-  Slices cut each row, so a device keeps working on its own rows.
-  """
-  n, d = x.shape
-  num = n // rows // chunk
-
-  def slices(a):  # [rows * T, ...] -> [num, rows * chunk, ...]
-    a = a.reshape(rows, num, chunk, *a.shape[1:])
-    return jnp.swapaxes(a, 0, 1).reshape(num, rows * chunk, *a.shape[3:])
-
-  @jax.checkpoint
-  def one(args):
-    xs, w, e = args
-    return run(xs, Routing(weights=w, experts=e, logits=None), *weights)
-
-  y = jax.lax.map(one, (slices(x), slices(routing.weights), slices(routing.experts)))
-  return jnp.swapaxes(y.reshape(num, rows, chunk, d), 0, 1).reshape(n, d)
 
 
 def expert_counts(experts: jax.Array, num_experts: int,
@@ -236,7 +201,16 @@ class MoE(nnx.Module):
            }[cfg.moe_impl]
     chunk = cfg.moe_token_chunk
     if chunk and t > chunk and t % chunk == 0:
-      y = _chunked_experts(run, flat, routing, weights, b, chunk)
+      # Dispatch buffers are [tokens * top_k, D], several per layer in the backward
+      # pass: run the experts on slices of each row.
+      def experts(xs, w, e):
+        k = w.shape[-1]
+        part = Routing(weights=w.reshape(-1, k), experts=e.reshape(-1, k), logits=None)
+        return run(xs.reshape(-1, d), part, *weights).reshape(xs.shape)
+
+      y = checkpointed_chunks(experts, (flat.reshape(b, t, d),
+                                        routing.weights.reshape(b, t, -1),
+                                        routing.experts.reshape(b, t, -1)), chunk)
     else:
       y = run(flat, routing, *weights)
     y = y.astype(x.dtype).reshape(b, t, d)

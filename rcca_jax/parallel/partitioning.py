@@ -97,6 +97,20 @@ def logical_to_spec(axes: Sequence[str | None], mesh_axis_names: Sequence[str],
   return PartitionSpec(*out)
 
 
+def _names(entry: MeshAxes) -> tuple[str, ...]:
+  """The mesh axis names of one PartitionSpec entry."""
+  return (entry,) if isinstance(entry, str) else tuple(entry or ())
+
+
+def shard_count(axis: str) -> int:
+  """How many ways logical `axis` is split on the current mesh (1 without a mesh)."""
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty:
+    return 1
+  entry = logical_to_spec((axis,), mesh.axis_names, dict(mesh.shape))[0]
+  return math.prod(mesh.shape[n] for n in _names(entry))
+
+
 def constrain(x: jax.Array, axes: Sequence[str | None]) -> jax.Array:
   """Sharding constraint on an activation, by logical axes; no-op without a mesh."""
   mesh = jax.sharding.get_abstract_mesh()
@@ -127,8 +141,7 @@ def batch_local(fn: Callable[..., Any], in_axes: Sequence[Sequence[str | None] |
     out_spec = logical_to_spec(out_axes, mesh.axis_names, shape)
     for arg, spec in zip(args, specs):
       for dim, entry in zip(arg.shape, spec):
-        names = (entry,) if isinstance(entry, str) else (entry or ())
-        if dim % math.prod(shape[n] for n in names):
+        if dim % math.prod(shape[n] for n in _names(entry)):
           return fn(*args)
     return jax.shard_map(fn, in_specs=tuple(specs), out_specs=out_spec)(*args)
 
@@ -146,10 +159,7 @@ def variable_spec(var: nnx.Variable, mesh: jax.sharding.Mesh | jax.sharding.Abst
   # Do not shard a dimension the mesh axes do not divide.
   fixed = []
   for dim, entry in zip(value.shape, tuple(spec) + (None,) * (len(value.shape) - len(spec))):
-    names = (entry,) if isinstance(entry, str) else (entry or ())
-    size = 1
-    for n in names:
-      size *= mesh.shape[n]
+    size = math.prod(mesh.shape[n] for n in _names(entry))
     fixed.append(entry if size > 1 and dim % size == 0 else None)
   return PartitionSpec(*fixed)
 

@@ -27,6 +27,7 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from rcca_jax.models import layers
 from rcca_jax.parallel import partitioning
 from rcca_jax.rl import grpo
 from rcca_jax.rl import losses
@@ -91,13 +92,6 @@ class FunctionalModel:
     _, _, rest = nnx.split(model, self._trainable, ...)
     return jax.tree.unflatten(self._pure_rest_def, jax.tree.leaves(rest))
 
-  def apply(self, params: PyTree, model_state: PyTree, input_ids: Array,
-            attention_mask: Optional[Array]) -> tuple[Array, Mapping[str, Any]]:
-    """Logits [B, L, V] and the model's aux outputs."""
-    model = self.merge(params, model_state)
-    out = model(input_ids, attention_mask=attention_mask, return_aux=True)
-    return out if isinstance(out, tuple) else (out, {})
-
   def logprobs(self, params: PyTree, model_state: PyTree, input_ids: Array,
                attention_mask: Optional[Array], logits_chunk: int = 0
                ) -> tuple[Array, Array, Mapping[str, Any]]:
@@ -135,50 +129,43 @@ def _is_correction_bias(path, variable) -> bool:
   return bool(path) and str(path[-1]) in CORRECTION_BIAS_NAMES
 
 
+def _target_logprobs(logits: Array, targets: Array) -> tuple[Array, Array]:
+  """log p(target) and the predictive entropy (no gradient) at each position."""
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  logp = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+  entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
+  return logp, jax.lax.stop_gradient(entropy)
+
+
+def _aligned(values: Array) -> Array:
+  """Predictions for tokens 1.. -> aligned with `input_ids` (position 0 gets 0)."""
+  return jnp.concatenate([jnp.zeros_like(values[:, :1]), values], axis=1)
+
+
 def token_logprobs(logits: Array, input_ids: Array) -> tuple[Array, Array]:
   """Log-probability of each token given the prefix, and the predictive entropy.
 
   Both [B, L] aligned with `input_ids`; position 0 (no prefix) is 0.
   """
-  logits = logits[:, :-1].astype(jnp.float32)
-  log_probs = jax.nn.log_softmax(logits, axis=-1)
-  targets = input_ids[:, 1:]
-  logp = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
-  entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
-  pad = jnp.zeros_like(logp[:, :1])
-  return (jnp.concatenate([pad, logp], axis=1),
-          jnp.concatenate([pad, jax.lax.stop_gradient(entropy)], axis=1))
+  logp, entropy = _target_logprobs(logits[:, :-1], input_ids[:, 1:])
+  return _aligned(logp), _aligned(entropy)
 
 
 def chunked_token_logprobs(project: Callable[[Array], Array], hidden: Array,
                            input_ids: Array, chunk: int) -> tuple[Array, Array]:
   """`token_logprobs(project(hidden), input_ids)` computed `chunk` positions at a time.
 
-  Each chunk's logits [B, chunk, V] are made, reduced to log-probabilities and
-  entropies, and dropped; the backward pass recomputes them chunk by chunk
-  (`jax.checkpoint`), so memory holds one chunk of logits instead of the sequence's.
+  Each chunk's logits [B, chunk, V] are made, reduced and dropped, and remade in the
+  backward pass (`layers.checkpointed_chunks`), so memory holds one chunk of logits
+  instead of the sequence's.
   """
-  b, length, _ = hidden.shape
-  n = -(-(length - 1) // chunk)
-  pad = n * chunk - (length - 1)
+  length = hidden.shape[1] - 1
+  pad = -length % chunk
   h = jnp.pad(hidden[:, :-1], ((0, 0), (0, pad), (0, 0)))
   targets = jnp.pad(input_ids[:, 1:], ((0, 0), (0, pad)))
-  h = jnp.swapaxes(h.reshape(b, n, chunk, -1), 0, 1)
-  targets = jnp.swapaxes(targets.reshape(b, n, chunk), 0, 1)
-
-  @jax.checkpoint
-  def one_chunk(args):
-    h_c, t_c = args
-    log_probs = jax.nn.log_softmax(project(h_c).astype(jnp.float32), axis=-1)
-    logp = jnp.take_along_axis(log_probs, t_c[..., None], axis=-1)[..., 0]
-    entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
-    return logp, jax.lax.stop_gradient(entropy)
-
-  logp, entropy = jax.lax.map(one_chunk, (h, targets))
-  logp = jnp.swapaxes(logp, 0, 1).reshape(b, -1)[:, :length - 1]
-  entropy = jnp.swapaxes(entropy, 0, 1).reshape(b, -1)[:, :length - 1]
-  pad0 = jnp.zeros_like(logp[:, :1])
-  return jnp.concatenate([pad0, logp], axis=1), jnp.concatenate([pad0, entropy], axis=1)
+  logp, entropy = layers.checkpointed_chunks(
+      lambda h_c, t_c: _target_logprobs(project(h_c), t_c), (h, targets), chunk)
+  return _aligned(logp[:, :length]), _aligned(entropy[:, :length])
 
 
 class Objective(Protocol):

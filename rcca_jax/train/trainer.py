@@ -109,10 +109,13 @@ def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
 
 def batch_indices(n: int, batch_size: int, position: int, seed: int) -> list[int]:
   """Indices of batch number `position` of the endless, per-epoch shuffled stream."""
+  orders: dict[int, np.ndarray] = {}  # A batch spans at most a few epochs.
   out = []
   for k in range(position * batch_size, (position + 1) * batch_size):
     epoch, i = divmod(k, n)
-    out.append(int(epoch_order(n, seed, epoch)[i]))
+    if epoch not in orders:
+      orders[epoch] = epoch_order(n, seed, epoch)
+    out.append(int(orders[epoch][i]))
   return out
 
 

@@ -183,13 +183,6 @@ def opening(rng: random.Random, thing: str) -> str:
   return f"{pick(rng, OPENINGS)} {thing} {where}."
 
 
-def ids_sentence(rng: random.Random, pairs: Sequence[tuple[str, str]]) -> str:
-  """States the element ids a request requires: [(what, id), ...]."""
-  parts = [f"{what} `#{ident}`" for what, ident in pairs]
-  lead = pick(rng, ("Use these ids:", "Element ids:", "Give the elements these ids:"))
-  return f"{lead} {', '.join(parts)}."
-
-
 def esc(s: object) -> str:
   return html.escape(str(s), quote=True)
 
