@@ -43,6 +43,9 @@ browser: $(BROWSER_STAMP)
 # The embedded default: a tiny hybrid model, SFT then RCCA RL (re-running resumes).
 demo: install
 	$(PY) -m rcca_jax.main --config=experiments/tiny_cpu.py --workdir=$(WORKDIR)
+	@echo "The demo shows the machinery; the GRPO-vs-RCCA comparison that learns is the ablation"
+	@echo "(about 2 hours on 2 cores; results in experiments/results/ablation_small/):"
+	@echo "  $(PY) -m rcca_jax.ablation --config=experiments/ablation_small.py --workdir=/tmp/ablation_small --seeds=3"
 
 # Grade the shipped example apps (references and broken variants) and print the table.
 eval-demo: install

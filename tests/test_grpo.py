@@ -81,6 +81,25 @@ class AdvantageTest(parameterized.TestCase):
     self.assertTrue(np.all(np.isfinite(adv)))
     self.assertAlmostEqual(float(grpo.zero_advantage_group_fraction(adv, 4)), 0.5)
 
+  @parameterized.product(group_size=[4, 8, 16],
+                         value=[0.05, 0.1, 0.2, 0.4, 0.7, 1.0],
+                         dtype=[jnp.float32, jnp.bfloat16],
+                         scale_by_std=[True, False])
+  def test_degenerate_group_is_exactly_zero(self, group_size, value, dtype, scale_by_std):
+    varied = np.linspace(0.1, 0.9, group_size)
+    rewards = jnp.asarray(np.concatenate([np.full(group_size, value), varied]), dtype)
+    adv = np.asarray(grpo.group_advantages(rewards, group_size, scale_by_std=scale_by_std))
+    self.assertTrue(np.all(adv[:group_size] == 0.0), adv[:group_size])
+    self.assertTrue(np.any(adv[group_size:] != 0.0))
+    self.assertEqual(float(grpo.zero_advantage_group_fraction(jnp.asarray(adv), group_size)),
+                     0.5)
+
+  def test_rewards_equal_within_tolerance_are_degenerate(self):
+    rewards = jnp.asarray([0.3, 0.1 + 0.2, 0.3, 0.3 + 1e-7], jnp.float32)
+    np.testing.assert_array_equal(grpo.group_advantages(rewards, 4), 0.0)
+    rewards = jnp.asarray([0.3, 0.3, 0.3, 0.31], jnp.float32)
+    self.assertTrue(np.all(np.asarray(grpo.group_advantages(rewards, 4)) != 0.0))
+
   def test_no_std_scaling(self):
     adv = grpo.group_advantages(jnp.asarray([0.0, 1.0]), 2, scale_by_std=False)
     np.testing.assert_allclose(adv, [-0.5, 0.5])

@@ -173,6 +173,12 @@ def parse_task(obj: dict, where: str = "<task>") -> Task:
               difficulty=difficulty, reference=reference, extra=extra)
 
 
+def family_of(task: Task) -> str:
+  """The task's family: `extra["family"]`, else its id without the trailing number."""
+  family = (task.extra or {}).get("family")
+  return str(family) if family else task.id.rsplit("-", 1)[0]
+
+
 def load_tasks(path: str | os.PathLike) -> list[Task]:
   """All tasks of a JSON Lines file; every problem of the file is collected, then raised."""
   tasks: list[Task] = []

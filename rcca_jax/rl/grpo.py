@@ -38,30 +38,38 @@ _MAX_LOG_RATIO = 20.0
 
 
 def group_advantages(rewards: Array, group_size: int, eps: float = 1e-6, *,
-                     scale_by_std: bool = True) -> Array:
+                     scale_by_std: bool = True, equal_atol: float = 1e-6) -> Array:
   """`(r_i - mean_g r) / (std_g r + eps)` for consecutive groups of `group_size`.
 
+  A group whose rewards all lie within `equal_atol` of each other carries no ranking,
+  so its advantages are exactly 0 (METHOD §7): the float rounding of its mean would
+  otherwise push every member the same way (e.g. eight rewards of 0.7 in float32 give
+  +0.056 each after the division by `std + eps`).
+
   Args:
-    rewards: [B] rewards, the responses of one prompt contiguous.
+    rewards: [B] rewards, the responses of one prompt contiguous (any float dtype;
+      computed in float32).
     group_size: responses per prompt; must divide B.
     eps: added to the (population) standard deviation.
     scale_by_std: divide by the standard deviation (False gives Dr. GRPO's
       mean-centred advantage).
+    equal_atol: groups with `max - min <= equal_atol` are degenerate.
 
   Returns:
-    [B] float32 advantages; a group whose rewards are all equal gets zeros.
+    [B] float32 advantages; a degenerate group gets exact zeros.
   """
-  rewards = jnp.asarray(rewards, jnp.float32)
+  rewards = jnp.asarray(rewards).astype(jnp.float32)
   if rewards.ndim != 1:
     raise ValueError(f"rewards must be 1-D, got shape {rewards.shape}")
   if group_size < 1 or rewards.shape[0] % group_size:
     raise ValueError(
         f"group_size {group_size} does not divide the batch of {rewards.shape[0]}")
   grouped = rewards.reshape(-1, group_size)
+  spread = grouped.max(axis=-1, keepdims=True) - grouped.min(axis=-1, keepdims=True)
   centred = grouped - grouped.mean(axis=-1, keepdims=True)
   if scale_by_std:
     centred = centred / (grouped.std(axis=-1, keepdims=True) + eps)
-  return centred.reshape(-1)
+  return jnp.where(spread <= equal_atol, 0.0, centred).reshape(-1)
 
 
 def zero_advantage_group_fraction(advantages: Array, group_size: int,

@@ -69,12 +69,14 @@ def write_outputs(out_dir: str, rollouts: Sequence[rollouts_lib.Rollout],
 def run_eval(sampler: Any, tokenizer: Any, tasks: Sequence[Any], pool: EvalPool, *,
              out_dir: str, max_new_tokens: int, temperature: float = 0.0,
              samples_per_task: int = 1, seed: int = 0, num_reports: int = 4,
-             title: str = "evaluation") -> dict[str, Any]:
-  """Samples, evaluates and writes the outputs; returns the summary."""
+             title: str = "evaluation",
+             weights: dict[str, float] | None = None) -> dict[str, Any]:
+  """Samples, evaluates and writes the outputs; returns the summary. `weights`: the
+  diagnostic weights of the credit report (`credit.diagnostic_weights` keywords)."""
   rollouts = rollouts_lib.sample(sampler, tokenizer, tasks, n=samples_per_task,
                                  max_new_tokens=max_new_tokens, temperature=temperature,
                                  seed=seed)
-  rollouts_lib.evaluate(pool, rollouts)
+  rollouts_lib.evaluate(pool, rollouts, weights=weights)
   summary = summarize(rollouts)
   write_outputs(out_dir, rollouts, summary, num_reports=num_reports, title=title)
   return summary

@@ -17,17 +17,13 @@ import numpy as np
 
 from rcca_jax import credit
 from rcca_jax.data import chat
+from rcca_jax.data import controlled
+from rcca_jax.data.tasks import family_of  # noqa: F401  (re-exported)
 from rcca_jax.evaluation.pool import EvalPool, Job
 from rcca_jax.rl import grpo
 from rcca_jax.rl import train_step
 
 GATES = ("format", "source", "runtime")
-
-
-def family_of(task: Any) -> str:
-  """The task's family: `extra["family"]`, else its id without the trailing number."""
-  family = (task.extra or {}).get("family")
-  return str(family) if family else task.id.rsplit("-", 1)[0]
 
 
 @dataclasses.dataclass
@@ -142,3 +138,17 @@ def weight_shares(rollouts: Sequence[Rollout]) -> dict[str, float]:
   w = np.concatenate([r.wbar for r in rollouts if r.wbar is not None and len(r.wbar)]
                      or [np.ones(1, np.float32)])
   return {"blamed_token_share": float(np.mean(w > 1.0)), "wbar_mean": float(np.mean(w))}
+
+
+def bug_stats(rollouts: Sequence[Rollout]) -> dict[str, float]:
+  """Controlled setting: share of rollouts that are the task's known mutant or its
+  reference, and blame recall on those mutants (a direct / any span on the bug)."""
+  outcomes = [controlled.bug_outcome(r.task, r.text, (r.record or {}).get("issues") or [])
+              for r in rollouts]
+  n, bugs = max(len(outcomes), 1), [o for o in outcomes if o["bug"]]
+  stats = {"bug_rate": len(bugs) / n,
+           "reference_rate": sum(o["reference"] for o in outcomes) / n}
+  if bugs:
+    stats["bug_direct_recall"] = sum(o["direct_hit"] for o in bugs) / len(bugs)
+    stats["bug_any_recall"] = sum(o["any_hit"] for o in bugs) / len(bugs)
+  return stats

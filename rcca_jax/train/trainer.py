@@ -31,9 +31,10 @@ import numpy as np
 from flax import nnx
 
 from rcca_jax.data import chat
+from rcca_jax.data import controlled as controlled_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation.config import EvalConfig
-from rcca_jax.evaluation.pool import EvalPool
+from rcca_jax.evaluation.pool import EvalPool, Job
 from rcca_jax.models import LingConfig, LingForCausalLM
 from rcca_jax.models.config import RUNTIME_FIELDS
 from rcca_jax.parallel import mesh as mesh_lib
@@ -192,6 +193,8 @@ class Trainer:
     self.metrics = logging_lib.MetricsLogger(workdir)
     self._pool: Optional[EvalPool] = None
     self._dev_tasks: Optional[list] = None
+    self._controlled: Optional[list] = None
+    self.credit_weights = dict(config.credit.to_dict()) if "credit" in config else {}
 
   # ---- shared pieces ------------------------------------------------------------
 
@@ -240,7 +243,34 @@ class Trainer:
         self.mesh)
     return step
 
+  @property
+  def is_controlled(self) -> bool:
+    return self.config.data.get("setting", "natural") == "controlled"
+
+  def controlled_tasks(self) -> list:
+    """The controlled setting's task set (data/controlled.py), built once into
+    `data.controlled.path` (default DIR/controlled_tasks.jsonl) and read back after."""
+    if self._controlled is None:
+      fields = dict(self.config.data.controlled.to_dict())
+      path = fields.get("path") or os.path.join(self.workdir, "controlled_tasks.jsonl")
+      if not os.path.exists(path):
+        spec = controlled_lib.ControlledSpec.from_mapping(fields)
+        built = controlled_lib.build(_load_tasks(self.config.data.train_tasks), spec,
+                                     self._score)
+        tmp = path + ".tmp"
+        tasks_lib.write_tasks(tmp, built)
+        os.replace(tmp, path)
+        logging_lib.note("controlled setting: %d tasks written to %s", len(built), path)
+      self._controlled = tasks_lib.load_tasks(path)
+    return self._controlled
+
+  def _score(self, pairs) -> list[float]:
+    jobs = [Job(task=t, response=text, sample_id=i) for i, (t, text) in enumerate(pairs)]
+    return [float(r.get("reward") or 0.0) for r in self.pool().run(jobs, progress=False)]
+
   def dev_tasks(self) -> list:
+    if self._dev_tasks is None and self.is_controlled:
+      self._dev_tasks = self.controlled_tasks()  # the same requests, greedy
     if self._dev_tasks is None:
       e = self.config.eval
       self._dev_tasks = select_tasks(e.tasks, families=tuple(self.config.data.families),
@@ -256,7 +286,8 @@ class Trainer:
         out_dir=os.path.join(self.workdir, "eval", f"{after}_{step:06d}"),
         max_new_tokens=e.max_new_tokens, temperature=e.temperature,
         samples_per_task=e.samples_per_task, seed=self.config.seed,
-        num_reports=e.num_reports, title=f"after {after} step {step}")
+        num_reports=e.num_reports, title=f"after {after} step {step}",
+        weights=self.credit_weights)
     row = eval_loop.flat_metrics(summary)
     row.update(after=after, eval_s=time.time() - t0)
     self.metrics.write("eval", step, row)
@@ -273,12 +304,15 @@ class Trainer:
 
   def sft_examples(self) -> list[tuple[list[int], list[int]]]:
     d, s = self.config.data, self.config.sft
-    tasks = select_tasks(d.train_tasks, families=tuple(d.families), need_reference=True,
-                         per_family=s.get("per_family", 0))
+    if self.is_controlled:
+      pairs = controlled_lib.sft_targets(self.controlled_tasks(), d.controlled.draws)
+    else:
+      tasks = select_tasks(d.train_tasks, families=tuple(d.families), need_reference=True,
+                           per_family=s.get("per_family", 0))
+      pairs = [(task, chat.format_response(task.reference)) for task in tasks]
     examples, skipped = [], 0
-    for task in tasks:
-      ids, mask = chat.format_sft_example(self.tokenizer, task.request,
-                                          chat.format_response(task.reference))
+    for task, answer in pairs:
+      ids, mask = chat.format_sft_example(self.tokenizer, task.request, answer)
       if len(ids) > s.max_len:
         skipped += 1
         continue
@@ -334,6 +368,8 @@ class Trainer:
   # ---- RL ------------------------------------------------------------------------
 
   def rl_tasks(self) -> list:
+    if self.is_controlled:
+      return self.controlled_tasks()
     d = self.config.data
     return select_tasks(d.train_tasks, families=tuple(d.families),
                         per_family=self.config.rl.get("per_family", 0))
@@ -364,7 +400,7 @@ class Trainer:
             max_new_tokens=r.max_new_tokens, temperature=r.temperature,
             seed=step_seed(state.rng, start))
         t1 = time.time()
-        rollouts_lib.evaluate(self.pool(), rollouts)
+        rollouts_lib.evaluate(self.pool(), rollouts, weights=self.credit_weights)
         t2 = time.time()
         batch, _ = rollouts_lib.rl_batch(
             rollouts, group_size=r.group_size, max_len=max_len, pad_id=self.pad_id,
@@ -378,6 +414,8 @@ class Trainer:
                    force=start == stage.num_steps)
         row = rollouts_lib.record_stats([x.record for x in rollouts])
         row.update(rollouts_lib.weight_shares(rollouts))
+        if self.is_controlled:
+          row.update(rollouts_lib.bug_stats(rollouts))
         row.update(m)
         row.update(response_len=float(np.mean([len(x.tokens) for x in rollouts])),
                    timeouts=self.pool().stats["timeouts"],
@@ -444,7 +482,8 @@ class Trainer:
           out_dir=os.path.join(self.workdir, "eval", name),
           max_new_tokens=e.max_new_tokens, temperature=e.temperature,
           samples_per_task=e.samples_per_task, seed=self.config.seed,
-          num_reports=e.num_reports, title=f"{stage.name} step {step}")
+          num_reports=e.num_reports, title=f"{stage.name} step {step}",
+          weights=self.credit_weights)
       print(json.dumps({k: v for k, v in summary.items() if k != "families"}))
       return summary
     finally:

@@ -1,0 +1,73 @@
+"""The small-model GRPO-vs-RCCA ablation, controlled setting (ABLATION.md).
+
+    python -m rcca_jax.ablation --config=experiments/ablation_small.py \
+        --workdir=/tmp/ablation_small --seeds=3
+
+Twelve fixed requests (the first train task of the twelve families with the shortest
+apps). Each has one known bug (a mutant of its reference from `data/mutations.py`,
+operators round-robin, one that fails at least one rubric) and a mutant rate
+(0.25 / 0.6 / 0.75 / 0.9 round-robin): SFT on 20 targets per request, that share of
+them the mutant, so the SFT policy writes each bug at about its rate and greedy decoding
+writes it on the requests whose rate is above one half. RL (4 requests x 8 samples per
+step) on the same requests must unlearn the bugs; the dev evaluation is greedy on them.
+Both arms start from the same SFT checkpoint per seed, with the same prompt order and
+sampling seeds; they differ only in `rl.policy_loss` (see `arms`).
+
+The model is the embedded default's tiny hybrid (one KDA and one MLA layer, hidden 128).
+Runtime and result: see experiments/results/ablation_small/README.md.
+"""
+
+import ml_collections
+
+from experiments import tiny_cpu
+
+FAMILIES = ("dark_mode", "char_counter", "counter", "star_rating", "filter_search",
+            "temperature_converter", "password_strength", "unit_converter", "calculator",
+            "tip_splitter", "pagination", "guess_number")
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = tiny_cpu.get_config()
+  config.model.max_position_embeddings = 1024
+  config.data.families = FAMILIES
+  config.data.setting = "controlled"  # "natural": the families' own train/dev tasks
+  config.data.controlled = ml_collections.ConfigDict(dict(
+      families=FAMILIES,
+      tasks_per_family=1,
+      rates=(0.25, 0.6, 0.75, 0.9),
+      operators=("handler_op", "drop_listener", "misspell_id", "throw"),
+      draws=20,
+      max_mutant_reward=0.9,
+      seed=0,
+      path="",  # empty: DIR/controlled_tasks.jsonl (the ablation runner shares one)
+  ))
+  # Diagnostic weights of METHOD §5 (credit.diagnostic_weights keywords).
+  config.credit = ml_collections.ConfigDict(dict(direct=3.0, context=1.5, cap=4.0))
+  config.sft.num_steps = 300
+  config.sft.max_len = 640  # the longest example is 623 tokens
+  config.sft.checkpoint_every = 100
+  config.sft.optimizer.warmup_steps = 30
+  config.rl.num_steps = 24
+  config.rl.group_size = 8
+  config.rl.prompts_per_step = 4
+  config.rl.max_new_tokens = 464  # the longest target is 441
+  config.rl.max_prompt_len = 192
+  config.rl.checkpoint_every = 4
+  config.rl.optimizer.learning_rate = 2e-4
+  config.eval.after_sft = True
+  config.eval.every_rl_steps = 4
+  config.eval.max_new_tokens = 464
+  config.eval.num_reports = 2
+  # Gate values and the penalty table of METHOD §2 (evaluation/reward.py field names).
+  config.eval.evaluator.reward = ml_collections.ConfigDict(dict(
+      format_fail=0.0, source_fail=0.05, runtime_fail=0.10, floor=0.2))
+  config.checkpoint.max_to_keep = 1
+  # Arms: name -> overrides ("FIELD=VALUE" joined by ";"); `ablation.arms` picks the run.
+  config.arms = ml_collections.ConfigDict(dict(
+      grpo="rl.policy_loss=grpo",
+      rcca="rl.policy_loss=rcca",
+      rcca_no_context="rl.policy_loss=rcca;credit.context=1.0",
+      rcca_c1="rl.policy_loss=rcca;rl.loss.rcca_c=1.0",
+  ))
+  config.ablation = ml_collections.ConfigDict(dict(arms="grpo,rcca", bootstrap=2000))
+  return config

@@ -1,0 +1,177 @@
+"""The GRPO-vs-RCCA ablation over seeds (ABLATION.md).
+
+    python -m rcca_jax.ablation --config=experiments/ablation_small.py --workdir=DIR \
+        --seeds=3 [--config.FIELD=VALUE ...]
+
+Per seed s, `DIR/seed_s/sft/` trains the SFT stage once (with the post-SFT dev
+evaluation); every arm of `config.ablation.arms` then runs its RL stage in
+`DIR/seed_s/ARM/`, starting from a copy of that SFT checkpoint. Arms share the prompt
+order (from the seed) and the sampling seeds (from the SFT state's PRNG key and the
+step): they differ only through `config.arms[ARM]`'s overrides and, from then on, their
+own updates. In the controlled setting every run reads one task set,
+`DIR/controlled_tasks.jsonl`, built by the first.
+
+Re-running the command resumes: finished stages are skipped, an interrupted one resumes
+from its checkpoint. Outputs: `DIR/summary.json`, `DIR/ablation.png` and
+`DIR/ablation.md` (see `rcca_jax.ablation_report`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import time
+from typing import Any
+
+from absl import app
+from absl import flags
+from absl import logging
+import ml_collections
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Ablation config file.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it exists).")
+_SEEDS = flags.DEFINE_integer("seeds", 3, "Number of seeds (0 .. N-1 added to config.seed).")
+_REPORT_ONLY = flags.DEFINE_bool("report_only", False,
+                                 "Only rebuild summary, plot and table from DIR.")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def parse_overrides(text: str) -> list[tuple[str, str]]:
+  """`"a.b=1;c=x"` -> [("a.b", "1"), ("c", "x")]."""
+  out = []
+  for item in filter(None, (part.strip() for part in text.split(";"))):
+    if "=" not in item:
+      raise ValueError(f"arm override {item!r} is not FIELD=VALUE")
+    name, value = item.split("=", 1)
+    out.append((name.strip(), value.strip()))
+  return out
+
+
+def _set(config: ml_collections.ConfigDict, dotted: str, text: str) -> None:
+  *parents, leaf = dotted.split(".")
+  node = config
+  for name in parents:
+    if name not in node:
+      raise ValueError(f"arm override: no config field {dotted!r}")
+    node = node[name]
+  if leaf not in node:
+    raise ValueError(f"arm override: no config field {dotted!r}")
+  old = node[leaf]
+  if isinstance(old, bool):
+    value: Any = text.lower() in ("1", "true", "yes")
+  elif isinstance(old, int):
+    value = int(text)
+  elif isinstance(old, float):
+    value = float(text)
+  else:
+    value = text
+  node[leaf] = value
+
+
+def arm_names(config: ml_collections.ConfigDict) -> list[str]:
+  names = [a.strip() for a in config.ablation.arms.split(",") if a.strip()]
+  unknown = [a for a in names if a not in config.arms]
+  if unknown or not names:
+    raise ValueError(f"ablation.arms: unknown arms {unknown} (defined: {list(config.arms)})")
+  return names
+
+
+def sft_config(config: ml_collections.ConfigDict, seed: int) -> ml_collections.ConfigDict:
+  c = copy.deepcopy(config)
+  c.seed = config.seed + seed
+  c.rl.num_steps = 0
+  return c
+
+
+def arm_config(config: ml_collections.ConfigDict, seed: int, arm: str
+               ) -> ml_collections.ConfigDict:
+  c = copy.deepcopy(config)
+  c.seed = config.seed + seed
+  c.eval.after_sft = False  # the SFT run's evaluation is every arm's step 0
+  for name, value in parse_overrides(config.arms[arm]):
+    _set(c, name, value)
+  return c
+
+
+def _done(workdir: str, stage: str, step: int) -> bool:
+  path = os.path.join(workdir, "metrics.jsonl")
+  if not os.path.exists(path):
+    return False
+  with open(path, encoding="utf-8") as f:
+    rows = [json.loads(line) for line in f if line.strip()]
+  return any(r.get("stage") == stage and r.get("step") == step for r in rows)
+
+
+def _run(config: ml_collections.ConfigDict, workdir: str) -> float:
+  from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
+  t0 = time.time()
+  trainer_lib.Trainer(config, workdir).train()
+  return time.time() - t0
+
+
+def run(config: ml_collections.ConfigDict, workdir: str, seeds: int) -> dict[str, Any]:
+  """Trains what is missing, then writes and returns the summary."""
+  from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
+  os.makedirs(workdir, exist_ok=True)
+  config = copy.deepcopy(config)
+  if config.data.get("setting", "natural") == "controlled" and not config.data.controlled.path:
+    config.data.controlled.path = os.path.join(os.path.abspath(workdir),
+                                               "controlled_tasks.jsonl")
+  arms = arm_names(config)
+  walls = _load_walls(workdir)
+  for seed in range(seeds):
+    sft_dir = os.path.join(workdir, f"seed_{seed}", "sft")
+    if not _done(sft_dir, "sft", config.sft.num_steps) or (
+        config.eval.enabled and not _done(sft_dir, "eval", config.sft.num_steps)):
+      walls[f"seed_{seed}/sft"] = walls.get(f"seed_{seed}/sft", 0.0) + _run(
+          sft_config(config, seed), sft_dir)
+      _save_walls(workdir, walls)
+    for arm in arms:
+      arm_dir = os.path.join(workdir, f"seed_{seed}", arm)
+      if _done(arm_dir, "rl", config.rl.num_steps):
+        continue
+      target = os.path.join(arm_dir, "checkpoints", "sft")
+      if not os.path.exists(target):
+        shutil.copytree(os.path.join(sft_dir, "checkpoints", "sft"), target)
+      key = f"seed_{seed}/{arm}"
+      walls[key] = walls.get(key, 0.0) + _run(arm_config(config, seed, arm), arm_dir)
+      _save_walls(workdir, walls)
+  summary = ablation_report.collect(workdir, arms, seeds, config)
+  summary["wall_s"] = walls
+  ablation_report.write_all(workdir, summary)
+  return summary
+
+
+def _load_walls(workdir: str) -> dict[str, float]:
+  path = os.path.join(workdir, "wall_times.json")
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  return {}
+
+
+def _save_walls(workdir: str, walls: dict[str, float]) -> None:
+  with open(os.path.join(workdir, "wall_times.json"), "w", encoding="utf-8") as f:
+    json.dump(walls, f, indent=1)
+
+
+def main(argv):
+  del argv
+  from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)
+  config, workdir = _CONFIG.value, _WORKDIR.value
+  if _REPORT_ONLY.value:
+    summary = ablation_report.collect(workdir, arm_names(config), _SEEDS.value, config)
+    summary["wall_s"] = _load_walls(workdir)
+    ablation_report.write_all(workdir, summary)
+  else:
+    summary = run(config, workdir, _SEEDS.value)
+  print(ablation_report.markdown(summary))
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,224 @@
+"""The ablation's outputs: `summary.json`, `ablation.png` and `ablation.md`.
+
+`collect` reads the `metrics.jsonl` files of an ablation directory (layout in
+`rcca_jax.ablation`); the rest is pure functions of the summary it returns:
+
+  {"arms": {ARM: [{"seed", "post_sft": {"pass_rate", "reward_mean"},
+                   "evals": [{"step", "pass_rate", "reward_mean"}, ...],
+                   "rl": {mean over RL steps of the logged diagnostics}}, ...]},
+   "comparison": {ARM: paired differences against the baseline arm},
+   "timing": {ARM: mean sample / evaluate / train seconds per RL step}, ...}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+BASELINE = "grpo"
+# RL-row diagnostics averaged over the steps of each run (ABLATION.md, "What to log").
+DIAGNOSTICS = ("reward_mean", "pass_rate", "zero_advantage_groups", "abs_advantage",
+               "blamed_token_share", "wbar_mean", "entropy", "clip_low", "clip_high",
+               "ratio_min", "ratio_max", "logprob_gap", "kl", "bug_rate", "reference_rate",
+               "bug_direct_recall", "bug_any_recall", "response_len")
+TIMING = ("sample_s", "eval_s", "train_s", "step_s")
+
+
+def _rows(workdir: str) -> list[dict[str, Any]]:
+  path = os.path.join(workdir, "metrics.jsonl")
+  if not os.path.exists(path):
+    return []
+  with open(path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def _point(row: Mapping[str, Any]) -> dict[str, float]:
+  return {"pass_rate": float(row["pass_rate"]), "reward_mean": float(row["reward_mean"])}
+
+
+def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
+            ) -> dict[str, Any]:
+  """The summary of whatever runs of `workdir` have results so far."""
+  out: dict[str, Any] = {"arms": {}, "timing": {}}
+  if config is not None:
+    out["setting"] = config.data.get("setting", "natural")
+    out["config"] = json.loads(config.to_json_best_effort())
+  for arm in arms:
+    runs, timing = [], {k: [] for k in TIMING}
+    for seed in range(seeds):
+      sft = [r for r in _rows(os.path.join(workdir, f"seed_{seed}", "sft"))
+             if r.get("stage") == "eval" and r.get("after") == "sft"]
+      if not sft:
+        continue
+      rows = _rows(os.path.join(workdir, f"seed_{seed}", arm))
+      rl = [r for r in rows if r.get("stage") == "rl"]
+      evals = [dict(step=int(r["step"]), **_point(r)) for r in rows
+               if r.get("stage") == "eval" and r.get("after") == "rl"]
+      diag = {k: float(np.mean([r[k] for r in rl if k in r]))
+              for k in DIAGNOSTICS if any(k in r for r in rl)}
+      for k in TIMING:
+        timing[k] += [float(r[k]) for r in rl if k in r]
+      runs.append({"seed": seed, "post_sft": _point(sft[-1]), "evals": evals,
+                   "rl_steps": len(rl), "rl": diag})
+    out["arms"][arm] = runs
+    out["timing"][arm] = {k: float(np.mean(v)) for k, v in timing.items() if v}
+  out["comparison"] = compare(out["arms"])
+  return out
+
+
+def final(run: Mapping[str, Any], key: str = "pass_rate") -> float:
+  """The last evaluation's value (post-SFT when RL has not been evaluated yet)."""
+  return run["evals"][-1][key] if run["evals"] else run["post_sft"][key]
+
+
+def curve(run: Mapping[str, Any], key: str) -> tuple[np.ndarray, np.ndarray]:
+  """(steps, values) with the post-SFT evaluation as step 0."""
+  steps = [0] + [e["step"] for e in run["evals"]]
+  values = [run["post_sft"][key]] + [e[key] for e in run["evals"]]
+  return np.asarray(steps), np.asarray(values, np.float64)
+
+
+def steps_to(run: Mapping[str, Any], threshold: float, key: str = "pass_rate"
+             ) -> Optional[int]:
+  """First evaluated step (0 = post-SFT) whose value reaches `threshold`."""
+  for step, value in zip(*curve(run, key)):
+    if value >= threshold - 1e-9:
+      return int(step)
+  return None
+
+
+def bootstrap_interval(values: Sequence[float], *, reps: int = 2000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float]:
+  """Percentile bootstrap interval of the mean (resampling the values)."""
+  x = np.asarray(values, np.float64)
+  if len(x) == 0:
+    return (float("nan"), float("nan"))
+  rng = np.random.default_rng(seed)
+  means = x[rng.integers(0, len(x), (reps, len(x)))].mean(axis=1)
+  lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+  return (float(lo), float(hi))
+
+
+def compare(arms: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+  """Per arm: gain over post-SFT, steps to the baseline's final pass rate and, against
+  the baseline arm, per-seed paired differences of the final values."""
+  out: dict[str, Any] = {}
+  base = {r["seed"]: r for r in arms.get(BASELINE, [])}
+  threshold = (float(np.mean([final(r) for r in base.values()])) if base else None)
+  for arm, runs in arms.items():
+    if not runs:
+      continue
+    gains = [final(r) - r["post_sft"]["pass_rate"] for r in runs]
+    entry: dict[str, Any] = {
+        "seeds": len(runs),
+        "post_sft_pass_rate": float(np.mean([r["post_sft"]["pass_rate"] for r in runs])),
+        "final_pass_rate": float(np.mean([final(r) for r in runs])),
+        "final_reward_mean": float(np.mean([final(r, "reward_mean") for r in runs])),
+        "gain": float(np.mean(gains)), "gain_per_seed": gains,
+        "gain_interval": bootstrap_interval(gains),
+    }
+    if threshold is not None:
+      reached = [steps_to(r, threshold) for r in runs]
+      entry["baseline_final_pass_rate"] = threshold
+      entry["steps_to_baseline_final"] = reached
+    paired = [(r, base[r["seed"]]) for r in runs if r["seed"] in base]
+    if arm != BASELINE and paired:
+      for key in ("pass_rate", "reward_mean"):
+        diffs = [final(a, key) - final(b, key) for a, b in paired]
+        entry[f"paired_{key}_diff"] = float(np.mean(diffs))
+        entry[f"paired_{key}_diff_per_seed"] = diffs
+        entry[f"paired_{key}_diff_interval"] = bootstrap_interval(diffs)
+    out[arm] = entry
+  return out
+
+
+def _fmt(x: Optional[float], digits: int = 3) -> str:
+  return "–" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+
+
+def markdown(summary: Mapping[str, Any]) -> str:
+  """The result table, the paired differences and the step-time split."""
+  comp = summary.get("comparison", {})
+  lines = ["| arm | seeds | post-SFT pass | final pass | gain [95% CI] | final reward | "
+           "steps to GRPO's final pass |", "|---|---|---|---|---|---|---|"]
+  for arm, c in comp.items():
+    lo, hi = c["gain_interval"]
+    reached = c.get("steps_to_baseline_final")
+    steps = ("–" if reached is None else ", ".join("never" if s is None else str(s)
+                                                  for s in reached))
+    lines.append(f"| {arm} | {c['seeds']} | {_fmt(c['post_sft_pass_rate'])} | "
+                 f"{_fmt(c['final_pass_rate'])} | {_fmt(c['gain'])} [{_fmt(lo)}, "
+                 f"{_fmt(hi)}] | {_fmt(c['final_reward_mean'])} | {steps} |")
+  paired = [(a, c) for a, c in comp.items() if "paired_pass_rate_diff" in c]
+  if paired:
+    lines += ["", f"Paired differences against `{BASELINE}` (same seed, final evaluation; "
+              "95% bootstrap interval over seeds):", "",
+              "| arm | Δ pass rate [CI] | per seed | Δ reward [CI] |", "|---|---|---|---|"]
+    for arm, c in paired:
+      plo, phi = c["paired_pass_rate_diff_interval"]
+      rlo, rhi = c["paired_reward_mean_diff_interval"]
+      per_seed = ", ".join(f"{d:+.3f}" for d in c["paired_pass_rate_diff_per_seed"])
+      lines.append(f"| {arm} | {c['paired_pass_rate_diff']:+.3f} [{_fmt(plo)}, {_fmt(phi)}]"
+                   f" | {per_seed} | {c['paired_reward_mean_diff']:+.3f} "
+                   f"[{_fmt(rlo)}, {_fmt(rhi)}] |")
+  timing = summary.get("timing", {})
+  if timing:
+    lines += ["", "Seconds per RL step (mean):", "",
+              "| arm | sample | evaluate | train | step |", "|---|---|---|---|---|"]
+    for arm, t in timing.items():
+      lines.append(f"| {arm} | " + " | ".join(_fmt(t.get(k), 1) for k in TIMING) + " |")
+  diag_keys = ("zero_advantage_groups", "blamed_token_share", "bug_rate",
+               "bug_direct_recall", "bug_any_recall", "entropy", "clip_low", "clip_high")
+  arms = summary.get("arms", {})
+  if any(r.get("rl") for runs in arms.values() for r in runs):
+    lines += ["", "RL diagnostics (mean over steps and seeds):", "",
+              "| arm | " + " | ".join(diag_keys) + " |",
+              "|---|" + "---|" * len(diag_keys)]
+    for arm, runs in arms.items():
+      vals = []
+      for k in diag_keys:
+        xs = [r["rl"][k] for r in runs if k in r.get("rl", {})]
+        vals.append(_fmt(float(np.mean(xs)) if xs else None))
+      lines.append(f"| {arm} | " + " | ".join(vals) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def plot(summary: Mapping[str, Any], path: str) -> None:
+  """Dev pass rate and reward against the RL step: mean line and min–max band over
+  seeds, one colour per arm."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+  for ax, key, label in zip(axes, ("pass_rate", "reward_mean"),
+                            ("dev pass rate", "dev reward")):
+    for arm, runs in summary["arms"].items():
+      curves = [curve(r, key) for r in runs]
+      if not curves:
+        continue
+      n = min(len(s) for s, _ in curves)
+      steps = curves[0][0][:n]
+      values = np.stack([v[:n] for _, v in curves])
+      line, = ax.plot(steps, values.mean(axis=0), marker="o", label=f"{arm} ({len(runs)} seeds)")
+      ax.fill_between(steps, values.min(axis=0), values.max(axis=0), alpha=0.2,
+                      color=line.get_color())
+    ax.set_xlabel("RL step")
+    ax.set_ylabel(label)
+    ax.grid(alpha=0.3)
+  axes[0].legend(loc="best")
+  fig.suptitle(f"GRPO vs RCCA ({summary.get('setting', '')} setting)")
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def write_all(workdir: str, summary: Mapping[str, Any]) -> None:
+  with open(os.path.join(workdir, "summary.json"), "w", encoding="utf-8") as f:
+    json.dump(summary, f, indent=1)
+  with open(os.path.join(workdir, "ablation.md"), "w", encoding="utf-8") as f:
+    f.write(markdown(summary))
+  if any(summary["arms"].values()):
+    plot(summary, os.path.join(workdir, "ablation.png"))

@@ -1,0 +1,158 @@
+"""The ablation runner's config handling and its report (summary, table, plot)."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from experiments import ablation_small
+from rcca_jax import ablation
+from rcca_jax import ablation_report
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def write_rows(path, rows):
+  os.makedirs(path, exist_ok=True)
+  with open(os.path.join(path, "metrics.jsonl"), "w", encoding="utf-8") as f:
+    for row in rows:
+      f.write(json.dumps(row) + "\n")
+
+
+def fake_run(workdir, seed, arm, post_sft, passes, rewards, sample_s=2.0):
+  write_rows(os.path.join(workdir, f"seed_{seed}", "sft"), [
+      {"stage": "sft", "step": 10, "loss": 0.1},
+      {"stage": "eval", "step": 10, "after": "sft", "pass_rate": post_sft,
+       "reward_mean": 0.5}])
+  rows = []
+  for i, (p, r) in enumerate(zip(passes, rewards), start=1):
+    rows.append({"stage": "rl", "step": i, "reward_mean": r, "pass_rate": p, "loss": 0.0,
+                 "zero_advantage_groups": 0.25, "sample_s": sample_s, "eval_s": 1.0,
+                 "train_s": 0.5, "step_s": sample_s + 1.5})
+    rows.append({"stage": "eval", "step": i, "after": "rl", "pass_rate": p,
+                 "reward_mean": r})
+  write_rows(os.path.join(workdir, f"seed_{seed}", arm), rows)
+
+
+class ArmConfigTest(parameterized.TestCase):
+
+  def test_overrides_parse_and_apply_with_types(self):
+    config = ablation_small.get_config()
+    self.assertEqual(ablation.parse_overrides("a.b=1; c = x ;"), [("a.b", "1"), ("c", "x")])
+    c = ablation.arm_config(config, 2, "rcca_no_context")
+    self.assertEqual((c.seed, c.rl.policy_loss, c.credit.context, c.eval.after_sft),
+                     (config.seed + 2, "rcca", 1.0, False))
+    self.assertIsInstance(c.credit.context, float)
+    c = ablation.arm_config(config, 0, "grpo")
+    self.assertEqual(c.rl.policy_loss, "grpo")
+    self.assertEqual(config.rl.policy_loss, "rcca")  # the base config is untouched
+    s = ablation.sft_config(config, 1)
+    self.assertEqual((s.seed, s.rl.num_steps), (config.seed + 1, 0))
+
+  def test_bad_arms_and_overrides(self):
+    config = ablation_small.get_config()
+    config.ablation.arms = "grpo,teleport"
+    with self.assertRaisesRegex(ValueError, "unknown arms \\['teleport'\\]"):
+      ablation.arm_names(config)
+    config = ablation_small.get_config()
+    config.arms.grpo = "rl.no_such_field=1"
+    with self.assertRaisesRegex(ValueError, "no config field 'rl.no_such_field'"):
+      ablation.arm_config(config, 0, "grpo")
+    with self.assertRaisesRegex(ValueError, "not FIELD=VALUE"):
+      ablation.parse_overrides("rl.policy_loss")
+
+  def test_arms_differ_only_in_their_overrides(self):
+    config = ablation_small.get_config()
+    a = ablation.arm_config(config, 0, "grpo").to_dict()
+    b = ablation.arm_config(config, 0, "rcca").to_dict()
+    a["rl"].pop("policy_loss")
+    b["rl"].pop("policy_loss")
+    self.assertEqual(a, b)
+
+
+class ReportTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.dir = self.create_tempdir().full_path
+    # Seed 0: rcca reaches 0.5 at step 2, grpo ends at 0.25; seed 1: both end at 0.5.
+    fake_run(self.dir, 0, "grpo", 0.25, [0.25, 0.25], [0.5, 0.5], sample_s=3.0)
+    fake_run(self.dir, 0, "rcca", 0.25, [0.25, 0.5], [0.5, 0.7])
+    fake_run(self.dir, 1, "grpo", 0.0, [0.25, 0.5], [0.4, 0.6], sample_s=3.0)
+    fake_run(self.dir, 1, "rcca", 0.0, [0.5, 0.5], [0.6, 0.6])
+    self.summary = ablation_report.collect(self.dir, ["grpo", "rcca"], 2)
+
+  def test_summary_layout(self):
+    runs = self.summary["arms"]["rcca"]
+    self.assertEqual([r["seed"] for r in runs], [0, 1])
+    self.assertEqual(runs[0]["post_sft"], {"pass_rate": 0.25, "reward_mean": 0.5})
+    self.assertEqual(runs[0]["evals"], [{"step": 1, "pass_rate": 0.25, "reward_mean": 0.5},
+                                        {"step": 2, "pass_rate": 0.5, "reward_mean": 0.7}])
+    self.assertAlmostEqual(runs[0]["rl"]["zero_advantage_groups"], 0.25)
+    self.assertAlmostEqual(self.summary["timing"]["grpo"]["sample_s"], 3.0)
+    self.assertAlmostEqual(self.summary["timing"]["rcca"]["step_s"], 3.5)
+
+  def test_comparison(self):
+    c = self.summary["comparison"]
+    self.assertAlmostEqual(c["grpo"]["final_pass_rate"], 0.375)
+    self.assertAlmostEqual(c["rcca"]["gain"], np.mean([0.25, 0.5]))
+    self.assertEqual(c["rcca"]["paired_pass_rate_diff_per_seed"], [0.25, 0.0])
+    self.assertAlmostEqual(c["rcca"]["paired_pass_rate_diff"], 0.125)
+    lo, hi = c["rcca"]["paired_pass_rate_diff_interval"]
+    self.assertTrue(0.0 <= lo <= 0.125 <= hi <= 0.25, (lo, hi))
+    # GRPO's mean final pass rate is 0.375: rcca reaches it at steps 2 and 1, grpo at
+    # step 2 on seed 1 only.
+    self.assertEqual(c["rcca"]["steps_to_baseline_final"], [2, 1])
+    self.assertEqual(c["grpo"]["steps_to_baseline_final"], [None, 2])
+    self.assertNotIn("paired_pass_rate_diff", c["grpo"])
+
+  def test_written_outputs(self):
+    ablation_report.write_all(self.dir, self.summary)
+    with open(os.path.join(self.dir, "summary.json"), encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["arms"]["grpo"][1]["post_sft"]["pass_rate"], 0.0)
+    with open(os.path.join(self.dir, "ablation.png"), "rb") as f:
+      self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+    table = pathlib.Path(self.dir, "ablation.md").read_text()
+    self.assertIn("| rcca | 2 | 0.125 | 0.500 | 0.375", table)
+    self.assertIn("| rcca | +0.125 [", table)
+    self.assertIn("| grpo | 3.0 | 1.0 | 0.5 | 4.5 |", table)
+
+  def test_bootstrap_interval(self):
+    lo, hi = ablation_report.bootstrap_interval([1.0, 1.0, 1.0])
+    self.assertEqual((lo, hi), (1.0, 1.0))
+    lo, hi = ablation_report.bootstrap_interval(np.arange(100.0))
+    self.assertTrue(40 < lo < 49.5 < hi < 59, (lo, hi))
+
+
+@pytest.mark.slow
+class AblationEndToEndTest(absltest.TestCase):
+
+  def test_acceptance_command_writes_both_arms(self):
+    workdir = self.create_tempdir().full_path
+    cmd = [sys.executable, "-m", "rcca_jax.ablation",
+           "--config=experiments/ablation_small.py", f"--workdir={workdir}", "--seeds=1",
+           "--config.sft.num_steps=4", "--config.rl.num_steps=2",
+           "--config.eval.every_rl_steps=2"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    with open(os.path.join(workdir, "summary.json"), encoding="utf-8") as f:
+      summary = json.load(f)
+    for arm in ("grpo", "rcca"):
+      (run,) = summary["arms"][arm]
+      self.assertEqual([e["step"] for e in run["evals"]], [2])
+      self.assertEqual(run["rl_steps"], 2)
+    self.assertTrue(os.path.exists(os.path.join(workdir, "ablation.png")))
+    # Re-running finds everything done and trains nothing more.
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    self.assertNotIn("sft:", proc.stderr)
+
+
+if __name__ == "__main__":
+  absltest.main()
