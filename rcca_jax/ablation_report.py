@@ -66,7 +66,81 @@ def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
     out["arms"][arm] = runs
     out["timing"][arm] = {k: float(np.mean(v)) for k, v in timing.items() if v}
   out["comparison"] = compare(out["arms"])
+  if out.get("setting") == "controlled":
+    out["tasks"] = task_outcomes(workdir, arms, seeds)
   return out
+
+
+def _eval_dirs(workdir: str, seed: int, arm: str) -> tuple[Optional[str], Optional[str]]:
+  """The post-SFT and the last RL evaluation directories of one run."""
+  def last(path: str, prefix: str) -> Optional[str]:
+    names = sorted(n for n in os.listdir(path) if n.startswith(prefix)) if os.path.isdir(
+        path) else []
+    return os.path.join(path, names[-1]) if names else None
+  return (last(os.path.join(workdir, f"seed_{seed}", "sft", "eval"), "sft_"),
+          last(os.path.join(workdir, f"seed_{seed}", arm, "eval"), "rl_"))
+
+
+def _outcomes(eval_dir: str, tasks: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+  """Per task of one greedy evaluation: passed, and whether the response is the
+  reference, the task's known mutant or something else."""
+  from rcca_jax.data import controlled  # pylint: disable=import-outside-toplevel
+  from rcca_jax.train import rollouts  # pylint: disable=import-outside-toplevel
+  out = {}
+  with open(os.path.join(eval_dir, "responses.jsonl"), encoding="utf-8") as f:
+    responses = [json.loads(line) for line in f if line.strip()]
+  with open(os.path.join(eval_dir, "evaluations.jsonl"), encoding="utf-8") as f:
+    records = [json.loads(line) for line in f if line.strip()]
+  for resp, record in zip(responses, records):
+    task = tasks[resp["task_id"]]
+    o = controlled.bug_outcome(task, resp["response"], record.get("issues") or [])
+    kind = "bug" if o["bug"] else "reference" if o["reference"] else "other"
+    out[task.id] = {"passed": rollouts.passed_all(record), "wrote": kind}
+  return out
+
+
+def task_outcomes(workdir: str, arms: Sequence[str], seeds: int) -> dict[str, Any]:
+  """Controlled setting: per task, its bug and rate, and over seeds how often greedy
+  decoding passed (and wrote the reference / the bug) after SFT and after each arm."""
+  from rcca_jax.data import controlled  # pylint: disable=import-outside-toplevel
+  from rcca_jax.data import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+  path = os.path.join(workdir, "controlled_tasks.jsonl")
+  if not os.path.exists(path):
+    return {}
+  tasks = {t.id: t for t in tasks_lib.load_tasks(path)}
+  table: dict[str, Any] = {}
+  for tid, task in tasks.items():
+    rec = controlled.info(task)
+    table[tid] = {"operator": rec["operator"], "rate": rec["rate"],
+                  "description": rec["description"], "post_sft": [], **{a: [] for a in arms}}
+  for seed in range(seeds):
+    for i, arm in enumerate(arms):
+      sft_dir, rl_dir = _eval_dirs(workdir, seed, arm)
+      if i == 0 and sft_dir:
+        for tid, o in _outcomes(sft_dir, tasks).items():
+          table[tid]["post_sft"].append(o)
+      if rl_dir:
+        for tid, o in _outcomes(rl_dir, tasks).items():
+          table[tid][arm].append(o)
+  return table
+
+
+def task_markdown(table: Mapping[str, Any], arms: Sequence[str]) -> str:
+  """One row per controlled task: passes over seeds after SFT and after each arm."""
+  if not table:
+    return ""
+  def cell(outcomes):
+    if not outcomes:
+      return "–"
+    passed = sum(o["passed"] for o in outcomes)
+    bugs = sum(o["wrote"] == "bug" for o in outcomes)
+    return f"{passed}/{len(outcomes)} (bug {bugs})"
+  lines = ["| task | bug | mutant rate | post-SFT passed | " + " | ".join(
+      f"{a} passed" for a in arms) + " |", "|---|---|---|---|" + "---|" * len(arms)]
+  for tid, row in table.items():
+    lines.append(f"| {tid} | {row['operator']} | {row['rate']} | {cell(row['post_sft'])} | "
+                 + " | ".join(cell(row[a]) for a in arms) + " |")
+  return "\n".join(lines) + "\n"
 
 
 def final(run: Mapping[str, Any], key: str = "pass_rate") -> float:
@@ -183,6 +257,9 @@ def markdown(summary: Mapping[str, Any]) -> str:
         xs = [r["rl"][k] for r in runs if k in r.get("rl", {})]
         vals.append(_fmt(float(np.mean(xs)) if xs else None))
       lines.append(f"| {arm} | " + " | ".join(vals) + " |")
+  if summary.get("tasks"):
+    lines += ["", "Greedy dev outcome per task, over seeds (passed / seeds; how often it "
+              "wrote the known bug):", "", task_markdown(summary["tasks"], list(arms))]
   return "\n".join(lines) + "\n"
 
 

@@ -63,6 +63,14 @@ class ControlledTest(parameterized.TestCase):
     self.assertEqual([controlled.info(t)["rate"] for t in built],
                      [0.25, 0.75, 0.75, 0.25, 0.25])
 
+  def test_every_operator_meets_every_rate(self):
+    spec = controlled.ControlledSpec(families=("x",), operators=("handler_op", "misspell_id",
+                                                                  "throw"),
+                                     rates=(0.25, 0.6, 0.75, 0.9))
+    pairs = {(spec.operators[i % 3], controlled._rate(spec, i))  # pylint: disable=protected-access
+             for i in range(12)}
+    self.assertLen(pairs, 12)
+
   def test_first_mutant_scoring_low_enough_is_kept(self):
     # Reject every first candidate: the second one (same operator when it has two) wins.
     seen = collections.Counter()

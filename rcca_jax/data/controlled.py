@@ -119,9 +119,10 @@ def build(tasks: Sequence[Task], spec: ControlledSpec, score: Scorer) -> list[Ta
 
 
 def _rate(spec: ControlledSpec, i: int) -> float:
-  """Task i's mutant rate: round-robin, shifted by one every full round of operators so
-  that rates and operators are not paired one to one."""
-  return spec.rates[(i + i // len(spec.operators)) % len(spec.rates)]
+  """Task i's mutant rate: round-robin, shifted by one every full round of operators, so
+  that every operator meets every rate (not paired one to one)."""
+  rounds, op = divmod(i, len(spec.operators))
+  return spec.rates[(op + rounds) % len(spec.rates)]
 
 
 def info(task: Task) -> Mapping[str, Any]:
