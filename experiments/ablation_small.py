@@ -49,7 +49,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.sft.max_len = 640  # the longest example is 623 tokens
   config.sft.checkpoint_every = 200
   config.sft.optimizer.warmup_steps = 30
-  config.rl.num_steps = 24
+  config.rl.num_steps = 32
   config.rl.group_size = 8
   config.rl.prompts_per_step = 4
   config.rl.max_new_tokens = 464  # the longest target is 441
