@@ -225,7 +225,7 @@ class StepConfig:
   logits_chunk: int = 0
 
 
-def _split_micro_batches(batch: Mapping[str, Array], k: int) -> dict[str, Array]:
+def split_micro_batches(batch: Mapping[str, Array], k: int) -> dict[str, Array]:
   """[B, ...] -> [k, B/k, ...]; micro-batch i holds rows i, i+k, ...
 
   Strided rows keep each device's rows local when B is sharded over devices.
@@ -283,7 +283,7 @@ def make_gradient_fn(fmodel: FunctionalModel, objective: Objective,
   def gradients(params, model_state, batch):
     batch = {name: batch[name] for name in objective.keys}
     denominator = objective.denominator(batch)
-    micro = _split_micro_batches(batch, micro_batches)
+    micro = split_micro_batches(batch, micro_batches)
 
     def body(carry, mb):
       grads_acc, loss_acc, stats_acc, counts_acc = carry
