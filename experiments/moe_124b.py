@@ -78,6 +78,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.rl = ml_collections.ConfigDict(dict(
     num_steps=500, policy_loss="rcca", group_size=8, prompts_per_step=64,
     temperature=1.0, max_new_tokens=16384, max_prompt_len=4096, checkpoint_every=10,
+    num_iterations=1, mini_batches=1, recompute_old_logprobs=True, reference="",
     optimizer=dict(learning_rate=1e-6, warmup_steps=10, end_lr_ratio=1.0,
                    weight_decay=0.0, max_grad_norm=1.0),
     loss=dict(aggregation="seq-mean-token-mean", eps_low=0.2, eps_high=0.28,

@@ -38,10 +38,12 @@ from rcca_jax.models import LingConfig, LingForCausalLM
 from rcca_jax.models.config import RUNTIME_FIELDS
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.rl import checkpoint as checkpoint_lib
+from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
+from rcca_jax.rl import updates as updates_lib
 from rcca_jax.sampling import JaxSampler
 from rcca_jax.train import eval_loop
 from rcca_jax.train import logging as logging_lib
@@ -134,6 +136,13 @@ def optimizer_config(values: ml_collections.ConfigDict, num_steps: int
   return optim.OptimizerConfig.from_mapping(fields)
 
 
+def update_config(config: ml_collections.ConfigDict) -> updates_lib.UpdateConfig:
+  r = config.rl
+  return updates_lib.UpdateConfig(
+      num_iterations=r.get("num_iterations", 1), mini_batches=r.get("mini_batches", 1),
+      recompute_old_logprobs=r.get("recompute_old_logprobs", False))
+
+
 def loss_config(config: ml_collections.ConfigDict) -> losses.LossConfig:
   fields = dict(config.rl.loss.to_dict()) if "loss" in config.rl else {}
   fields["policy_loss"] = config.rl.policy_loss
@@ -185,9 +194,13 @@ class Trainer:
     self.sft = _Stage("sft", checkpoint_lib.Checkpointer(
         os.path.join(ckpt_dir, "sft"), max_to_keep=keep, async_save=async_save),
         optimizer_config(config.sft.optimizer, config.sft.num_steps), config.sft.num_steps)
+    # The RL TrainState counts optimizer updates: `updates_per_batch` per RL step.
+    self.updates = update_config(config)
     self.rl = _Stage("rl", checkpoint_lib.Checkpointer(
         os.path.join(ckpt_dir, "rl"), max_to_keep=keep, async_save=async_save),
-        optimizer_config(config.rl.optimizer, config.rl.num_steps), config.rl.num_steps)
+        optimizer_config(config.rl.optimizer,
+                         config.rl.num_steps * self.updates.updates_per_batch),
+        config.rl.num_steps)
     self.loss = loss_config(config)
     self.metrics = logging_lib.MetricsLogger(workdir)
     self._pool: Optional[EvalPool] = None
@@ -223,8 +236,10 @@ class Trainer:
                                        self._shardings(stage.opt_config))
     return stage.checkpointer.restore(target, step)
 
-  def _save(self, stage: _Stage, state, position: dict, force: bool = False) -> None:
-    step = int(jax.device_get(state.step))
+  def _save(self, stage: _Stage, state, position: dict, force: bool = False,
+            done: Optional[int] = None) -> None:
+    """Saves every `checkpoint_every` steps (`done`: steps done, default the state's)."""
+    step = int(jax.device_get(state.step)) if done is None else done
     if force or step % self.config[stage.name].checkpoint_every == 0:
       stage.checkpointer.save(state, position, force=True)
 
@@ -232,13 +247,48 @@ class Trainer:
     return JaxSampler(self.fmodel.merge(state.params, state.model_state), mesh=self.mesh,
                       pad_id=self.pad_id)
 
+  def _step_config(self) -> train_step.StepConfig:
+    return train_step.StepConfig(micro_batches=self.config.get("micro_batches", 1),
+                                 logits_chunk=self.config.get("logits_chunk", 0))
+
   def _compile(self, objective, stage: _Stage):
-    step, _ = train_step.build_step(
-        self.fmodel, objective, stage.opt_config,
-        train_step.StepConfig(micro_batches=self.config.get("micro_batches", 1),
-                              logits_chunk=self.config.get("logits_chunk", 0)),
-        self.mesh)
+    step, _ = train_step.build_step(self.fmodel, objective, stage.opt_config,
+                                    self._step_config(), self.mesh)
     return step
+
+  def _logprob_fn(self):
+    """Log-probs of a whole rollout batch, in slices as large as the step's."""
+    micro = self.config.get("micro_batches", 1) * self.updates.mini_batches
+    return logprobs_lib.compile_logprob_fn(self.fmodel, self._step_config(), micro,
+                                           self.mesh)
+
+  def reference(self, logprob_fn) -> logprobs_lib.Reference:
+    """The frozen KL reference: the checkpoint `rl.reference` names (a checkpoint
+    directory of this project, e.g. OTHER/checkpoints/sft, or a Hugging Face model
+    directory), else this run's final SFT parameters (the initial ones without SFT)."""
+    path = self.config.rl.get("reference", "")
+    if path and os.path.exists(os.path.join(resolve_path(path), "config.json")):
+      runtime = {name: self.config.model[name] for name in RUNTIME_FIELDS
+                 if name in self.config.model and name not in ("dtype", "param_dtype")}
+      model = LingForCausalLM.from_hf(resolve_path(path),
+                                      dtype=jnp.dtype(self.config.model.param_dtype),
+                                      **runtime)
+      ref = train_step.FunctionalModel(model)
+      params, model_state = ref.params, ref.model_state
+      if self.mesh is not None:
+        params, model_state = jax.device_put((params, model_state),
+                                             self.fmodel.shardings(self.mesh))
+    elif path or self.sft.checkpointer.latest_step() is not None:
+      stage = self.sft
+      if path:
+        stage = dataclasses.replace(stage, checkpointer=checkpoint_lib.Checkpointer(
+            resolve_path(path), async_save=False))
+      saved, _ = self._restore(stage)
+      params, model_state = saved.params, saved.model_state
+    else:
+      fresh = self._fresh_state(self.rl.opt_config)
+      params, model_state = fresh.params, fresh.model_state
+    return logprobs_lib.Reference(params, model_state, logprob_fn)
 
   def dev_tasks(self) -> list:
     if self._dev_tasks is None:
@@ -349,9 +399,15 @@ class Trainer:
     start = int(jax.device_get(state.step))
     if start >= stage.num_steps:
       return state
+    per_batch = self.updates.updates_per_batch
+    start //= per_batch  # RL steps (rollout batches) done
     tasks = self.rl_tasks()
     objective = train_step.PolicyObjective(self.loss, r.group_size)
     step_fn = self._compile(objective, stage)
+    logprob_fn = (self._logprob_fn() if self.loss.kl_beta > 0
+                  or self.updates.recompute_old_logprobs else None)
+    # No reference is held without a KL term.
+    reference = self.reference(logprob_fn) if self.loss.kl_beta > 0 else None
     max_len = r.max_prompt_len + r.max_new_tokens
     bar = logging_lib.Progress("rl", stage.num_steps, start)
     try:
@@ -369,13 +425,16 @@ class Trainer:
         batch, _ = rollouts_lib.rl_batch(
             rollouts, group_size=r.group_size, max_len=max_len, pad_id=self.pad_id,
             scale_by_std=self.loss.scale_advantages_by_std)
+        batch, extra = updates_lib.with_logprobs(
+            batch, state, reference=reference,
+            policy_logprobs=logprob_fn if self.updates.recompute_old_logprobs else None)
         batch = train_step.numpy_batch(batch, objective.keys)
-        state, m = step_fn(state, batch)
+        state, per_update = updates_lib.run_updates(step_fn, state, batch, self.updates)
         start += 1
-        m = {k: float(v) for k, v in jax.device_get(m).items()}
+        m = {**updates_lib.summarize(per_update, self.updates.num_iterations), **extra}
         t3 = time.time()
         self._save(stage, state, {"prompt_batches": start},
-                   force=start == stage.num_steps)
+                   force=start == stage.num_steps, done=start)
         row = rollouts_lib.record_stats([x.record for x in rollouts])
         row.update(rollouts_lib.weight_shares(rollouts))
         row.update(m)
@@ -401,6 +460,7 @@ class Trainer:
       rl_step = self.rl.checkpointer.latest_step()
       if rl_step is not None:
         state, position = self._restore(self.rl)
+        rl_step //= self.updates.updates_per_batch
         logging_lib.note("resuming RL at step %d (%s)", rl_step, position)
         self.metrics.truncate("rl", rl_step)
       else:
