@@ -67,12 +67,15 @@ def get_config() -> ml_collections.ConfigDict:
   # paper gives no hyper-parameters; these are a starting point. Set init_from_hf to
   # the Ling-3.0-Flash checkpoint directory (its tokenizer is used too).
   config.init_from_hf = ""
-  config.micro_batches = 16
+  # Every micro-batch is split over the 256-way batch axis (fsdp x expert): one row
+  # per device per micro-batch. SFT: 512 rows = 2 micro-batches; RL: 64 prompts x 8
+  # samples = 512 rows = 2 micro-batches.
+  config.micro_batches = 2
   config.logits_chunk = 1024  # loss logits made this many positions at a time
   config.data = ml_collections.ConfigDict(dict(
     tokenizer="", train_tasks="data/tasks/train.jsonl", families=()))
   config.sft = ml_collections.ConfigDict(dict(
-    num_steps=2000, batch_size=128, max_len=16384, log_every=10, checkpoint_every=200,
+    num_steps=2000, batch_size=512, max_len=16384, log_every=10, checkpoint_every=200,
     optimizer=dict(learning_rate=1e-5, warmup_steps=100, end_lr_ratio=0.1,
                    weight_decay=0.1, max_grad_norm=1.0)))
   config.rl = ml_collections.ConfigDict(dict(

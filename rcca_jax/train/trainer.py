@@ -33,6 +33,7 @@ from flax import nnx
 from rcca_jax.data import chat
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.grader import Grader
 from rcca_jax.evaluation.pool import EvalPool
 from rcca_jax.models import LingConfig, LingForCausalLM
 from rcca_jax.models.config import RUNTIME_FIELDS
@@ -44,9 +45,11 @@ from rcca_jax.rl import optim
 from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
 from rcca_jax.rl import updates as updates_lib
-from rcca_jax.sampling import JaxSampler
+from rcca_jax.sampling import JaxSampler, Sampler
+from rcca_jax.train import config_check
 from rcca_jax.train import eval_loop
 from rcca_jax.train import logging as logging_lib
+from rcca_jax.train import prompts as prompts_lib
 from rcca_jax.train import rollouts as rollouts_lib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -160,11 +163,11 @@ class _Stage:
 class Trainer:
   """Builds everything from a config and runs the job; see the module docstring."""
 
-  def __init__(self, config: ml_collections.ConfigDict, workdir: str):
-    if config.rl.temperature != 1.0:
-      raise ValueError(f"rl.temperature={config.rl.temperature}: the policy loss computes "
-                       "log-probabilities at temperature 1, so RL samples must use 1.0 "
-                       "(the sampler's log-probs are the ratio's denominator)")
+  def __init__(self, config: ml_collections.ConfigDict, workdir: str, *,
+               sampler: Optional[Sampler] = None, grader: Optional[Grader] = None):
+    """`sampler` and `grader` replace the in-process `JaxSampler` and the browser
+    `EvalPool` (the trainer closes the grader when it closes)."""
+    config_check.check(config, num_devices=jax.device_count())
     self.config = config
     self.workdir = workdir
     os.makedirs(workdir, exist_ok=True)
@@ -203,12 +206,15 @@ class Trainer:
         config.rl.num_steps)
     self.loss = loss_config(config)
     self.metrics = logging_lib.MetricsLogger(workdir)
-    self._pool: Optional[EvalPool] = None
+    self._pool: Optional[Grader] = grader
+    self._sampler_obj: Optional[Sampler] = sampler
     self._dev_tasks: Optional[list] = None
+    self._rl_tasks: Optional[list] = None
+    self.skipped_prompts = 0
 
   # ---- shared pieces ------------------------------------------------------------
 
-  def pool(self) -> EvalPool:
+  def pool(self) -> Grader:
     if self._pool is None:
       ev = EvalConfig.from_dict(dict(self.config.eval.evaluator.to_dict()))
       self._pool = EvalPool(ev, workers=self.config.eval.workers, post_process=LOCALIZE)
@@ -218,8 +224,7 @@ class Trainer:
     for stage in (self.sft, self.rl):
       stage.checkpointer.close()
     if self._pool is not None:
-      self._pool.close()
-      self._pool = None
+      self._pool.close()  # reusable: a later run starts its workers again
     self.metrics.close()
 
   def _shardings(self, opt_config):
@@ -243,9 +248,14 @@ class Trainer:
     if force or step % self.config[stage.name].checkpoint_every == 0:
       stage.checkpointer.save(state, position, force=True)
 
-  def _sampler(self, state) -> JaxSampler:
-    return JaxSampler(self.fmodel.merge(state.params, state.model_state), mesh=self.mesh,
-                      pad_id=self.pad_id)
+  def _sampler(self, state) -> Sampler:
+    """The run's sampler (built once), given `state`'s weights."""
+    model = self.fmodel.merge(state.params, state.model_state)
+    if self._sampler_obj is None:
+      self._sampler_obj = JaxSampler(model, mesh=self.mesh, pad_id=self.pad_id)
+    else:
+      self._sampler_obj.update_weights(model)
+    return self._sampler_obj
 
   def _step_config(self) -> train_step.StepConfig:
     return train_step.StepConfig(micro_batches=self.config.get("micro_batches", 1),
@@ -384,9 +394,17 @@ class Trainer:
   # ---- RL ------------------------------------------------------------------------
 
   def rl_tasks(self) -> list:
-    d = self.config.data
-    return select_tasks(d.train_tasks, families=tuple(d.families),
-                        per_family=self.config.rl.get("per_family", 0))
+    """The RL tasks whose prompts fit `rl.max_prompt_len` (`train.prompts`)."""
+    if self._rl_tasks is None:
+      d, r = self.config.data, self.config.rl
+      tasks = select_tasks(d.train_tasks, families=tuple(d.families),
+                           per_family=r.get("per_family", 0))
+      self._rl_tasks, self.skipped_prompts = prompts_lib.fit_prompts(
+          self.tokenizer, tasks, r.max_prompt_len, r.get("long_prompts", "refuse"))
+      if self.skipped_prompts:
+        logging_lib.note("RL: %d tasks with prompts over %d tokens skipped",
+                         self.skipped_prompts, r.max_prompt_len)
+    return self._rl_tasks
 
   def rl_state_from(self, sft_state) -> train_step.TrainState:
     """Step 0 of the RL stage: the SFT parameters with a fresh RL optimizer."""
@@ -439,6 +457,7 @@ class Trainer:
         row.update(rollouts_lib.weight_shares(rollouts))
         row.update(m)
         row.update(response_len=float(np.mean([len(x.tokens) for x in rollouts])),
+                   skipped_long_prompts=self.skipped_prompts,
                    timeouts=self.pool().stats["timeouts"],
                    sample_s=t1 - t0, eval_s=t2 - t1, train_s=t3 - t2,
                    step_s=time.time() - t0)
@@ -457,6 +476,7 @@ class Trainer:
   def train(self) -> None:
     """SFT (unless finished), post-SFT evaluation (once), then RL; resumes."""
     try:
+      self.rl_tasks()  # RL prompts that cannot fit are refused before any work
       rl_step = self.rl.checkpointer.latest_step()
       if rl_step is not None:
         state, position = self._restore(self.rl)
