@@ -38,7 +38,9 @@ _LOSS_FIELDS = {f.name: None for f in dataclasses.fields(losses.LossConfig)
 SCHEMA: dict[str, Any] = {
     "seed": None, "model": LingConfig, "mesh": {a: None for a in mesh_lib.AXES},
     "micro_batches": None, "logits_chunk": None, "init_from_hf": None,
-    "data": {"tokenizer": None, "train_tasks": None, "families": None},
+    "data": {"tokenizer": None, "train_tasks": None, "families": None,
+             "setting": None, "controlled": None},
+    "credit": {"direct": None, "context": None, "cap": None},  # diagnostic weights
     "sft": {"num_steps": None, "batch_size": None, "max_len": None, "log_every": None,
             "checkpoint_every": None, "per_family": None,
             "optimizer": optim.OptimizerConfig},

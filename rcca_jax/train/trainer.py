@@ -191,21 +191,17 @@ class Trainer:
     else:
       model = LingForCausalLM(self.model_cfg, rngs=nnx.Rngs(config.seed))
     self.fmodel = train_step.FunctionalModel(model)
-    ckpt_dir = os.path.join(workdir, "checkpoints")
-    keep = config.checkpoint.max_to_keep
-    async_save = config.checkpoint.async_save
-    self.sft = _Stage("sft", checkpoint_lib.Checkpointer(
-        os.path.join(ckpt_dir, "sft"), max_to_keep=keep, async_save=async_save),
+    self.sft = _Stage("sft", self._checkpointer("sft"),
         optimizer_config(config.sft.optimizer, config.sft.num_steps), config.sft.num_steps)
     # The RL TrainState counts optimizer updates: `updates_per_batch` per RL step.
     self.updates = update_config(config)
-    self.rl = _Stage("rl", checkpoint_lib.Checkpointer(
-        os.path.join(ckpt_dir, "rl"), max_to_keep=keep, async_save=async_save),
+    self.rl = _Stage("rl", self._checkpointer("rl"),
         optimizer_config(config.rl.optimizer,
                          config.rl.num_steps * self.updates.updates_per_batch),
         config.rl.num_steps)
     self.loss = loss_config(config)
     self.metrics = logging_lib.MetricsLogger(workdir)
+    self._closed = False
     self._pool: Optional[Grader] = grader
     self._sampler_obj: Optional[Sampler] = sampler
     self._dev_tasks: Optional[list] = None
@@ -220,12 +216,38 @@ class Trainer:
       self._pool = EvalPool(ev, workers=self.config.eval.workers, post_process=LOCALIZE)
     return self._pool
 
+  def _checkpointer(self, stage: str) -> checkpoint_lib.Checkpointer:
+    c = self.config.checkpoint
+    return checkpoint_lib.Checkpointer(
+        os.path.join(self.workdir, "checkpoints", stage), max_to_keep=c.max_to_keep,
+        async_save=c.async_save)
+
+  def open(self) -> "Trainer":
+    """Reopens checkpoints and metrics after `close` (a Trainer can run again)."""
+    if self._closed:
+      for stage in (self.sft, self.rl):
+        stage.checkpointer = self._checkpointer(stage.name)
+      self.metrics = logging_lib.MetricsLogger(self.workdir)
+      self._closed = False
+    return self
+
   def close(self) -> None:
+    """Waits for checkpoints and closes files and workers; `open` (or the next
+    `train`/`evaluate_checkpoint`) reopens them."""
+    if self._closed:
+      return
     for stage in (self.sft, self.rl):
       stage.checkpointer.close()
     if self._pool is not None:
       self._pool.close()  # reusable: a later run starts its workers again
     self.metrics.close()
+    self._closed = True
+
+  def __enter__(self) -> "Trainer":
+    return self.open()
+
+  def __exit__(self, *exc) -> None:
+    self.close()
 
   def _shardings(self, opt_config):
     if self.mesh is None:
@@ -475,6 +497,7 @@ class Trainer:
 
   def train(self) -> None:
     """SFT (unless finished), post-SFT evaluation (once), then RL; resumes."""
+    self.open()
     try:
       self.rl_tasks()  # RL prompts that cannot fit are refused before any work
       rl_step = self.rl.checkpointer.latest_step()
@@ -507,6 +530,7 @@ class Trainer:
                           out_name: Optional[str] = None) -> dict[str, Any]:
     """Evaluates the latest checkpoint (RL if any, else SFT) on a task file; writes
     responses, evaluations, report and summary under DIR/eval/OUT_NAME/."""
+    self.open()
     try:
       for stage in (self.rl, self.sft):
         if stage.checkpointer.latest_step() is not None:
