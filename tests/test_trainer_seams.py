@@ -73,6 +73,19 @@ class TrainerSeamsTest(absltest.TestCase):
     self.assertLess(rl[0]["kl/u1"], 1e-9)  # the reference is the policy at RL step 0
     self.assertGreater(rl[1]["kl"], 0.0)
 
+    # Resume with one more RL step: checkpoints count updates (4 per RL step), rows
+    # and the data position count RL steps.
+    config = _config()
+    config.rl.num_steps = 3
+    with trainer_lib.Trainer(config, workdir, grader=FakeGrader()) as trainer:
+      self.assertEqual(trainer.rl.checkpointer.latest_step(), 8)
+      trainer.train()
+      trainer.open()  # train() closed it; reopened, it reads the new checkpoint
+      self.assertEqual(trainer.rl.checkpointer.latest_step(), 12)
+      rl = [r for r in trainer.metrics.rows() if r["stage"] == "rl"]
+    self.assertEqual([r["step"] for r in rl], [1, 2, 3])
+    self.assertEqual(rl[:2], [r for r in rows if r["stage"] == "rl"])
+
 
 if __name__ == "__main__":
   absltest.main()

@@ -4,7 +4,10 @@ Stages and checkpoints (orbax, under `DIR/checkpoints/`):
   sft/  TrainState of the SFT stage; its step counts SFT updates (the data position
         is the number of batches consumed).
   rl/   TrainState of the RL stage (fresh optimizer, params from the finished SFT
-        stage); its step counts RL updates (data position: prompt batches consumed).
+        stage); its step counts optimizer updates, `rl.num_iterations` x
+        `rl.mini_batches` per RL step (data position: prompt batches consumed).
+With `rl.loss.kl_beta > 0` the KL reference is the latest sft/ checkpoint (or the one
+`rl.reference` names), so a resumed run uses the same reference.
 Re-running on the same directory restores the latest checkpoint of the furthest stage
 (model, optimizer, step, PRNG key, data position); a finished SFT stage is not
 repeated, and metrics rows logged after the restored step are dropped before they
@@ -436,11 +439,10 @@ class Trainer:
 
   def run_rl(self, state) -> train_step.TrainState:
     stage, r = self.rl, self.config.rl
-    start = int(jax.device_get(state.step))
+    # RL steps (rollout batches) done; the state counts optimizer updates.
+    start = int(jax.device_get(state.step)) // self.updates.updates_per_batch
     if start >= stage.num_steps:
       return state
-    per_batch = self.updates.updates_per_batch
-    start //= per_batch  # RL steps (rollout batches) done
     tasks = self.rl_tasks()
     objective = train_step.PolicyObjective(self.loss, r.group_size)
     step_fn = self._compile(objective, stage)
