@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from absl.testing import absltest
 
 import rl_fixtures
@@ -55,6 +56,7 @@ class UpdatesTest(absltest.TestCase):
     for a, b in zip(jax.tree.leaves(got_state), jax.tree.leaves(want_state)):
       np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
+  @pytest.mark.slow
   def test_two_iterations_of_two_mini_batches_equal_a_hand_rolled_loop(self):
     config = losses.preset("rcca", kl_beta=0.1)
     fmodel, objective, step = _step(config)
@@ -70,19 +72,19 @@ class UpdatesTest(absltest.TestCase):
     params, model_state = fmodel.params, fmodel.model_state
     opt_state = optimizer.init(params)
     losses_by_hand, norms_by_hand = [], []
+
+    def loss_fn(p, mb):
+      logp = _model_logp(fmodel, p, model_state, mb)
+      weights = rcca.effective_weights(mb["wbar"], mb["advantages"])
+      loss, _ = grpo.policy_loss(logp, mb["old_logp"], mb["advantages"], weights,
+                                 mb["loss_mask"], ref_logp=mb["ref_logp"],
+                                 kl_beta=0.1, eps_high=config.eps_high)
+      return loss
+
+    loss_and_grads = jax.jit(jax.value_and_grad(loss_fn))
     for k in range(4):
       mb = {n: v[4 * (k % 2):4 * (k % 2) + 4] for n, v in batch.items()}
-
-      def loss_fn(p, mb=mb):
-        logp = _model_logp(fmodel, p, model_state, mb)
-        weights = rcca.effective_weights(jnp.asarray(mb["wbar"]),
-                                         jnp.asarray(mb["advantages"]))
-        loss, _ = grpo.policy_loss(logp, mb["old_logp"], mb["advantages"], weights,
-                                   mb["loss_mask"], ref_logp=mb["ref_logp"],
-                                   kl_beta=0.1, eps_high=config.eps_high)
-        return loss
-
-      loss, grads = jax.value_and_grad(loss_fn)(params)
+      loss, grads = loss_and_grads(params, mb)
       upd, opt_state = optimizer.update(grads, opt_state, params)
       params = optax.apply_updates(params, upd)
       losses_by_hand.append(float(loss))
@@ -121,6 +123,7 @@ class LogprobsTest(absltest.TestCase):
       got = np.asarray(fn(fmodel.params, fmodel.model_state, batch))
       np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"k={k}")
 
+  @pytest.mark.slow
   def test_recomputed_old_logprobs_and_self_reference(self):
     """Old log-probs recomputed by the trainer: ratio 1 and no clipping at the first
     update; a reference equal to the policy: KL 0 there, positive after updates."""
