@@ -8,7 +8,9 @@ MoE); they differ only in the policy loss ("rcca" turns the diagnostic weights i
 effective weights inside the loss, "grpo" uses weight 1). Reports the compile time of
 each, XLA's flop / byte estimates of each compiled step, the median step time over
 interleaved repetitions (order alternates every repetition), tokens/s, and the ratio
-RCCA / GRPO (target <= 1.02).
+RCCA / GRPO (target <= 1.02). In the same repetitions it times one rollout batch with
+μ = 2 updates (`rl.num_iterations=2`, RCCA, the same compiled step called twice) and
+reports its cost relative to μ = 1 (target <= 2.1).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rcca_jax.models.ling import LingForCausalLM
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step as ts
+from rcca_jax.rl import updates
 
 
 def bench_config(hidden: int, layers: int) -> LingConfig:
@@ -94,15 +97,24 @@ def main() -> None:
     runs[name] = {"step": compiled, "state": state, "times": [],
                   "compile_s": compile_s, "flops": float(cost.get("flops", 0.0)),
                   "bytes": float(cost.get("bytes accessed", 0.0))}
+  # μ = 2: the RCCA step twice per rollout batch (its own state, same program).
+  mu2 = {"step": runs["rcca"]["step"], "times": [],
+         "state": ts.init_state(fmodel, opt)}
+  mu2_config = updates.UpdateConfig(num_iterations=2)
 
   for rep in range(args.reps):
-    order = ("grpo", "rcca") if rep % 2 == 0 else ("rcca", "grpo")
+    order = ("grpo", "rcca", "mu2") if rep % 2 == 0 else ("mu2", "rcca", "grpo")
     for name in order:
-      run = runs[name]
+      run = mu2 if name == "mu2" else runs[name]
       batch = batches[rep % len(batches)]
       start = time.perf_counter()
-      run["state"], metrics = run["step"](run["state"], batch)
-      jax.block_until_ready((run["state"], metrics))
+      if name == "mu2":  # fetches its metrics, as the trainer does
+        run["state"], _ = updates.run_updates(run["step"], run["state"], batch,
+                                              mu2_config)
+        jax.block_until_ready(run["state"])
+      else:
+        run["state"], metrics = run["step"](run["state"], batch)
+        jax.block_until_ready((run["state"], metrics))
       run["times"].append(time.perf_counter() - start)
 
   tokens = args.batch * args.length
@@ -117,6 +129,13 @@ def main() -> None:
   flop_ratio = runs["rcca"]["flops"] / max(runs["grpo"]["flops"], 1.0)
   print(f"RCCA / GRPO step time (median of {args.reps}): {time_ratio:.3f}  "
         f"(target <= 1.02); XLA flop ratio {flop_ratio:.4f}")
+  mu_ratio = statistics.median(mu2["times"]) / statistics.median(runs["rcca"]["times"])
+  print(f"μ = 2 / μ = 1 time per rollout batch (RCCA, median of {args.reps}): "
+        f"{mu_ratio:.3f}  (target <= 2.1)")
+  # Minima are less sensitive to other processes on a shared machine.
+  print(f"ratios of the fastest repetitions: RCCA / GRPO "
+        f"{min(runs['rcca']['times']) / min(runs['grpo']['times']):.3f}, μ = 2 / μ = 1 "
+        f"{min(mu2['times']) / min(runs['rcca']['times']):.3f}")
 
 
 if __name__ == "__main__":

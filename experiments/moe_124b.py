@@ -4,9 +4,11 @@
 prints the parameter counts and per-device bytes for the mesh below, from abstract
 shapes (nothing allocated; a few seconds on a CPU).
 
-    .venv/bin/python benchmarks/plan_124b.py --devices 256 --mesh fsdp=32,expert=8
-compiles the RL train step for 256 devices ahead of time and prints the per-device
-memory of the compiled program (about 2 minutes on 2 CPU cores).
+    python -m rcca_jax.main --mode=plan --config=experiments/moe_124b.py
+checks this config, compiles its SFT step, RL step and log-prob function for the 256
+devices below ahead of time (fake CPU devices) and prints the per-device memory: peak
+60.3 GB (RL step, 20k-token rows), SFT 51.7 GB, state 3.7 GB (bf16 parameters and
+AdamW moments); about 3 minutes on 2 CPU cores.
 """
 
 import ml_collections
@@ -48,7 +50,7 @@ def model_config() -> ml_collections.ConfigDict:
     # never drop (fewer tokens than slots); watch the sampler-vs-trainer log-prob gap.
     moe_impl="grouped",
     moe_capacity_factor=2.0,
-    # Long-sequence memory bounds (see benchmarks/plan_124b.py).
+    # Long-sequence memory bounds (see README, "Long sequences and large meshes").
     attention_block_size=512,
     kda_chunks_per_step=16,
     moe_token_chunk=2048,
@@ -60,24 +62,27 @@ def get_config() -> ml_collections.ConfigDict:
   config.seed = 0
   config.model = model_config()
   # Mesh axis sizes (rcca_jax.parallel.mesh); -1 takes the remaining devices.
-  # 256 devices: fsdp=32 x expert=8, the layout benchmarks/plan_124b.py compiles
-  # (about 47 GB per device at 8k tokens per row and device).
+  # 256 devices: fsdp=32 x expert=8 (the plan above).
   config.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=32, expert=8, tensor=1))
   # Training settings for `python -m rcca_jax.main` (fields as in tiny_cpu.py). The
   # paper gives no hyper-parameters; these are a starting point. Set init_from_hf to
   # the Ling-3.0-Flash checkpoint directory (its tokenizer is used too).
   config.init_from_hf = ""
-  config.micro_batches = 16
+  # Every micro-batch is split over the 256-way batch axis (fsdp x expert): one row
+  # per device per micro-batch. SFT: 512 rows = 2 micro-batches; RL: 64 prompts x 8
+  # samples = 512 rows = 2 micro-batches.
+  config.micro_batches = 2
   config.logits_chunk = 1024  # loss logits made this many positions at a time
   config.data = ml_collections.ConfigDict(dict(
     tokenizer="", train_tasks="data/tasks/train.jsonl", families=()))
   config.sft = ml_collections.ConfigDict(dict(
-    num_steps=2000, batch_size=128, max_len=16384, log_every=10, checkpoint_every=200,
+    num_steps=2000, batch_size=512, max_len=16384, log_every=10, checkpoint_every=200,
     optimizer=dict(learning_rate=1e-5, warmup_steps=100, end_lr_ratio=0.1,
                    weight_decay=0.1, max_grad_norm=1.0)))
   config.rl = ml_collections.ConfigDict(dict(
     num_steps=500, policy_loss="rcca", group_size=8, prompts_per_step=64,
     temperature=1.0, max_new_tokens=16384, max_prompt_len=4096, checkpoint_every=10,
+    num_iterations=1, mini_batches=1, recompute_old_logprobs=True, reference="",
     optimizer=dict(learning_rate=1e-6, warmup_steps=10, end_lr_ratio=1.0,
                    weight_decay=0.0, max_grad_norm=1.0),
     loss=dict(aggregation="seq-mean-token-mean", eps_low=0.2, eps_high=0.28,

@@ -90,6 +90,12 @@ def get_config() -> ml_collections.ConfigDict:
       max_new_tokens=352,
       max_prompt_len=160,
       checkpoint_every=1,
+      # Optimizer updates per rollout batch: num_iterations passes over mini_batches
+      # slices; old log-probs from the sampler unless recompute_old_logprobs.
+      num_iterations=1,
+      mini_batches=1,
+      recompute_old_logprobs=False,
+      reference="",  # KL reference (kl_beta > 0): "" = the SFT result, or a checkpoint
       optimizer=dict(learning_rate=2e-4, warmup_steps=0, end_lr_ratio=1.0,
                      weight_decay=0.0, max_grad_norm=1.0),
       loss=dict(aggregation="seq-mean-token-mean", eps_low=0.2, eps_high=0.2,

@@ -19,9 +19,11 @@ from its checkpoint. Outputs: `DIR/summary.json`, `DIR/ablation.png` and
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import shutil
+import sys
 import time
 from typing import Any
 
@@ -96,6 +98,32 @@ def arm_config(config: ml_collections.ConfigDict, seed: int, arm: str
   return c
 
 
+def check_configs(config: ml_collections.ConfigDict, seeds: int) -> list[str]:
+  """Validates the arms, their overrides, the SFT config and every arm's config before
+  any work; returns the arm names (`ConfigError` lists every problem, each prefixed
+  with the run it is about)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from rcca_jax.train import config_check  # pylint: disable=import-outside-toplevel
+  problems, arms = [], []
+  try:
+    arms = arm_names(config)
+  except ValueError as e:
+    problems.append(str(e))
+  runs = [("sft", lambda: sft_config(config, 0))] + [
+      (arm, functools.partial(arm_config, config, 0, arm)) for arm in arms]
+  for name, make in runs:
+    try:
+      problems += [f"[{name}] {p}" for p in config_check.problems(
+          make(), num_devices=jax.device_count())]
+    except ValueError as e:
+      problems.append(f"[{name}] {e}")
+  if seeds < 1:
+    problems.append(f"--seeds={seeds}: at least one seed")
+  if problems:
+    raise config_check.ConfigError(problems)
+  return arms
+
+
 def _done(workdir: str, stage: str, step: int) -> bool:
   path = os.path.join(workdir, "metrics.jsonl")
   if not os.path.exists(path):
@@ -120,7 +148,7 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int) -> dict[str
   if config.data.get("setting", "natural") == "controlled" and not config.data.controlled.path:
     config.data.controlled.path = os.path.join(os.path.abspath(workdir),
                                                "controlled_tasks.jsonl")
-  arms = arm_names(config)
+  arms = check_configs(config, seeds)
   walls = _load_walls(workdir)
   for seed in range(seeds):
     sft_dir = os.path.join(workdir, f"seed_{seed}", "sft")
@@ -169,7 +197,12 @@ def main(argv):
     summary["wall_s"] = _load_walls(workdir)
     ablation_report.write_all(workdir, summary)
   else:
-    summary = run(config, workdir, _SEEDS.value)
+    from rcca_jax.train.config_check import ConfigError  # pylint: disable=import-outside-toplevel
+    try:
+      summary = run(config, workdir, _SEEDS.value)
+    except ConfigError as e:  # every problem listed, no traceback
+      print(str(e), file=sys.stderr)
+      sys.exit(2)
   print(ablation_report.markdown(summary))
 
 

@@ -49,24 +49,29 @@ class Summary:
   gate_pass: dict[str, int] = dataclasses.field(
       default_factory=lambda: {"format": 0, "source": 0, "runtime": 0})
   ungraded: int = 0
+  no_reward: int = 0  # responses whose rubrics are all ungraded (reward null)
   errors: int = 0
 
   def add(self, record: dict) -> None:
     self.count += 1
-    self.reward_sum += record["reward"]
+    if record["reward"] is None:
+      self.no_reward += 1
+    else:
+      self.reward_sum += record["reward"]
     for gate, ok in record["gates"].items():
       self.gate_pass[gate] += ok is True
     if record.get("error"):
       self.errors += 1
-    if record.get("rubric_score") is not None:
+    if record.get("rubric_score") is not None or record.get("no_reward"):
       self.ungraded += sum(r["passed"] is None for r in record["rubrics"])
 
   def line(self) -> str:
     n = max(self.count, 1)
     gates = " ".join(f"{g} {self.gate_pass[g] / n:.2f}" for g in ("format", "source", "runtime"))
-    return (f"evaluated {self.count} responses: mean reward {self.reward_sum / n:.4f} | "
+    mean = self.reward_sum / max(self.count - self.no_reward, 1)
+    return (f"evaluated {self.count} responses: mean reward {mean:.4f} | "
             f"gate pass rates: {gates} | ungraded rubrics {self.ungraded} | "
-            f"errors {self.errors}")
+            f"no reward {self.no_reward} | errors {self.errors}")
 
 
 def evaluate_files(tasks_path: str, responses_path: str, out_path: str, *,

@@ -2,11 +2,18 @@
 
 `--mode=train` (default) runs SFT then RL, resuming from DIR's latest checkpoint;
 `--mode=eval` evaluates the latest checkpoint on `--tasks` (default: the config's
-eval split) and writes responses, evaluations, a report and a summary under DIR/eval/.
+eval split) and writes responses, evaluations, a report and a summary under DIR/eval/;
+`--mode=plan` compiles the config's steps for its mesh on fake CPU devices and prints
+the per-device memory, the last line one JSON object (`rcca_jax.train.plan`).
 Config fields can be overridden on the command line, e.g. `--config.rl.num_steps=3`.
+The config is checked before any work: an invalid one exits with status 2 and one
+message naming every bad field.
 """
 
+import json
+import math
 import os
+import sys
 
 from absl import app
 from absl import flags
@@ -15,9 +22,12 @@ from ml_collections import config_flags
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it exists).")
-_MODE = flags.DEFINE_enum("mode", "train", ["train", "eval"], "Train, or evaluate a checkpoint.")
+_MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "plan"],
+                          "Train, evaluate a checkpoint, or plan memory without devices.")
 _TASKS = flags.DEFINE_string("tasks", None, "--mode=eval: task file (default: config.eval.tasks).")
-flags.mark_flags_as_required(["config", "workdir"])
+_PLAN_DEVICES = flags.DEFINE_integer(
+    "plan_devices", 0, "--mode=plan: fake devices (default: the product of config.mesh).")
+flags.mark_flags_as_required(["config"])
 
 # Set by multi-host launchers (jax.distributed.initialize reads them itself).
 _MULTI_HOST_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "MEGASCALE_COORDINATOR_ADDRESS")
@@ -30,21 +40,52 @@ def _multi_host() -> bool:
   return "," in hosts or int(os.environ.get("SLURM_NTASKS", "1")) > 1
 
 
-def main(argv):
-  del argv
-  if not flags.FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.WARNING)  # orbax and XLA info logs are noise here
+def _fake_devices(config) -> None:
+  """--mode=plan: fake CPU devices, set before JAX starts (nothing here imports it)."""
+  if "jax" in sys.modules:
+    raise RuntimeError("--mode=plan must configure JAX's devices before it is imported")
+  devices = _PLAN_DEVICES.value or math.prod(
+      int(s) for s in dict(config.mesh).values() if int(s) > 0)
+  os.environ["XLA_FLAGS"] = " ".join((
+      os.environ.get("XLA_FLAGS", ""), f"--xla_force_host_platform_device_count={devices}",
+      "--xla_cpu_enable_concurrency_optimized_scheduler=false"))  # see train/plan.py
+  os.environ["JAX_PLATFORMS"] = "cpu"
+
+
+def _run(config) -> None:
+  if _MODE.value == "plan":
+    from rcca_jax.train import plan as plan_lib  # pylint: disable=import-outside-toplevel
+    print(json.dumps(plan_lib.plan(config)))
+    return
+  if not _WORKDIR.value:
+    raise app.UsageError(f"--workdir is required with --mode={_MODE.value}")
   import jax  # pylint: disable=import-outside-toplevel
   if _multi_host():
     jax.distributed.initialize()
+  from rcca_jax.train import config_check  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
   logging.info("JAX process %d/%d, %d devices", jax.process_index(), jax.process_count(),
                jax.device_count())
-  trainer = trainer_lib.Trainer(_CONFIG.value, _WORKDIR.value)
+  config_check.check(config, num_devices=jax.device_count(), mode=_MODE.value)
+  trainer = trainer_lib.Trainer(config, _WORKDIR.value)
   if _MODE.value == "train":
     trainer.train()
   else:
     trainer.evaluate_checkpoint(_TASKS.value)
+
+
+def main(argv):
+  del argv
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)  # orbax and XLA info logs are noise here
+  if _MODE.value == "plan":
+    _fake_devices(_CONFIG.value)
+  from rcca_jax.train.config_check import ConfigError  # pylint: disable=import-outside-toplevel
+  try:
+    _run(_CONFIG.value)
+  except ConfigError as e:
+    print(str(e), file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

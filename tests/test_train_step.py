@@ -182,9 +182,9 @@ class SftTest(parameterized.TestCase):
 class BatchTest(parameterized.TestCase):
 
   def test_pack_batch(self):
-    out = ts.pack_batch([[5, 6], [7]], [[8, 9, 10], []], max_len=4, pad_id=0,
-                        per_token={"old_logp": [[-1.0, -2.0, -3.0], []],
-                                   "wbar": [[3.0, 1.0, 1.5], []]},
+    out = ts.pack_batch([[5, 6], [7]], [[8, 9], []], max_len=4, pad_id=0,
+                        per_token={"old_logp": [[-1.0, -2.0], []],
+                                   "wbar": [[3.0, 1.0], []]},
                         per_sequence={"advantages": [0.5, -0.5]},
                         token_fill={"wbar": 1.0})
     np.testing.assert_array_equal(out["input_ids"], [[5, 6, 8, 9], [7, 0, 0, 0]])
@@ -195,6 +195,9 @@ class BatchTest(parameterized.TestCase):
     ts.numpy_batch(out, ts.RL_KEYS)  # Valid as it is.
     with self.assertRaisesRegex(ValueError, "row 0: wbar has 1 values"):
       ts.pack_batch([[1]], [[2, 3]], max_len=4, per_token={"wbar": [[1.0]]})
+    # Nothing is cut silently: a row that does not fit is an error naming it.
+    with self.assertRaisesRegex(ValueError, "max_len=4: row 1: 2 \\+ 3 tokens$"):
+      ts.pack_batch([[1], [1, 2]], [[2, 3], [3, 4, 5]], max_len=4)
 
   def test_numpy_batch_errors(self):
     batch = rl_fixtures.rl_batch()

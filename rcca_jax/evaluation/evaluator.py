@@ -62,16 +62,28 @@ def _not_run(task, why: str) -> list[RubricResult]:
 def build_record(task, sample_id: int, gates: Sequence[bool], rubrics: list[RubricResult],
                  html_span, issues: list[Issue], config: EvalConfig, *,
                  error: str | None = None, timing: dict[str, float] | None = None) -> EvalRecord:
-  """Assembles the record: gate dict, rubric score (only when all gates passed), reward."""
+  """Assembles the record: gate dict, rubric score (only when all gates passed), reward.
+
+  When all gates pass but every rubric is ungraded, there is no reward (METHOD §2):
+  `reward` and `rubric_score` are None and `no_reward` says why.
+  """
   cfg = config.reward_config()
   gate_dict = reward_lib.gate_values(*gates)
-  score = None
+  score, no_reward = None, None
   if len(gates) == 3 and all(gates):
-    levels = {r.id: r.level for r in task.rubrics}
-    score = reward_lib.rubric_score(reward_lib.rubric_violations(levels, rubrics), cfg)
-  reward = reward_lib.gated_reward(gate_dict, score, cfg) if error is None else cfg.format_fail
+    if rubrics and error is None and all(r.passed is None for r in rubrics):
+      no_reward = f"all {len(rubrics)} rubrics ungraded"
+    else:
+      levels = {r.id: r.level for r in task.rubrics}
+      score = reward_lib.rubric_score(reward_lib.rubric_violations(levels, rubrics), cfg)
+  if no_reward is not None:
+    reward = None
+  else:
+    reward = (reward_lib.gated_reward(gate_dict, score, cfg) if error is None
+              else cfg.format_fail)
   return EvalRecord(task.id, sample_id, reward, gate_dict, score, rubrics,
-                    tuple(html_span) if html_span else None, issues, error, timing or {})
+                    tuple(html_span) if html_span else None, issues, error, timing or {},
+                    no_reward)
 
 
 def static_record(task, response: str, sample_id: int,

@@ -53,7 +53,7 @@ class EvalRecord:
 
   task_id: str
   sample_id: int
-  reward: float
+  reward: float | None            # None: every rubric ungraded (`no_reward` says why)
   gates: dict[str, bool | None]
   rubric_score: float | None
   rubrics: list[RubricResult]
@@ -61,6 +61,7 @@ class EvalRecord:
   issues: list[Issue]
   error: str | None = None        # set when the evaluator itself failed on this item
   timing: dict[str, float] = dataclasses.field(default_factory=dict)
+  no_reward: str | None = None
 
   def to_json(self) -> dict[str, Any]:
     out = {
@@ -75,6 +76,8 @@ class EvalRecord:
     }
     if self.error is not None:
       out["error"] = self.error
+    if self.no_reward is not None:
+      out["no_reward"] = self.no_reward
     if self.timing:
       out["timing"] = dict(self.timing)
     return out

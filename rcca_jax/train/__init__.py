@@ -2,5 +2,7 @@
 
 Modules: `trainer` (the two stages, resumable), `rollouts` (sampling, evaluation in the
 worker pool, diagnostic weights, packed batches), `eval_loop` (dev-split evaluation and
-reports), `logging` (metrics.jsonl, TensorBoard, progress bar).
+reports), `logging` (metrics.jsonl, TensorBoard, progress bar), `config_check` (the
+config validated before any work), `prompts` (RL prompts against `rl.max_prompt_len`),
+`plan` (`--mode=plan`: per-device memory of the compiled steps).
 """

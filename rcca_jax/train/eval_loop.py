@@ -15,7 +15,7 @@ import os
 from typing import Any, Sequence
 
 from rcca_jax.credit import report
-from rcca_jax.evaluation.pool import EvalPool
+from rcca_jax.evaluation.grader import Grader
 from rcca_jax.train import rollouts as rollouts_lib
 
 
@@ -54,7 +54,7 @@ def write_outputs(out_dir: str, rollouts: Sequence[rollouts_lib.Rollout],
     json.dump(summary, f, indent=1)
   # A few samples per report, spread over families, worst reward first.
   picked, seen = [], set()
-  for r in sorted(rollouts, key=lambda r: r.reward):
+  for r in sorted(rollouts, key=lambda r: (r.reward is None, r.reward or 0.0)):
     family = rollouts_lib.family_of(r.task)
     if family not in seen and len(picked) < num_reports:
       picked.append(r)
@@ -66,7 +66,7 @@ def write_outputs(out_dir: str, rollouts: Sequence[rollouts_lib.Rollout],
     f.write(report.render_report(items, title=title))
 
 
-def run_eval(sampler: Any, tokenizer: Any, tasks: Sequence[Any], pool: EvalPool, *,
+def run_eval(sampler: Any, tokenizer: Any, tasks: Sequence[Any], pool: Grader, *,
              out_dir: str, max_new_tokens: int, temperature: float = 0.0,
              samples_per_task: int = 1, seed: int = 0, num_reports: int = 4,
              title: str = "evaluation",

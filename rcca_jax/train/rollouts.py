@@ -2,10 +2,10 @@
 
 The sampler's tokens are decoded to the response text; each token's character range
 in that text (from decoding growing prefixes) lets the evaluator's issue spans become
-per-token diagnostic weights (`credit.diagnostic_weights`). Evaluation runs in the
-host-side `EvalPool` (spawned workers with browsers and a per-response deadline, so a
-hung or crashing app costs at most its deadline). The RCCA effective weights are
-computed inside the loss from `wbar` and the advantages.
+per-token diagnostic weights (`credit.diagnostic_weights`). Evaluation runs in a
+host-side `Grader`, by default the `EvalPool` (spawned workers with browsers and a
+per-response deadline, so a hung or crashing app costs at most its deadline). The
+RCCA effective weights are computed inside the loss from `wbar` and the advantages.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from rcca_jax import credit
 from rcca_jax.data import chat
 from rcca_jax.data import controlled
 from rcca_jax.data.tasks import family_of  # noqa: F401  (re-exported)
-from rcca_jax.evaluation.pool import EvalPool, Job
+from rcca_jax.evaluation.grader import Grader
+from rcca_jax.evaluation.pool import Job
 from rcca_jax.rl import grpo
 from rcca_jax.rl import train_step
 
@@ -40,8 +41,12 @@ class Rollout:
   wbar: np.ndarray | None = None  # [len(tokens)] diagnostic weights
 
   @property
-  def reward(self) -> float:
-    return float(self.record["reward"]) if self.record else 0.0
+  def reward(self) -> float | None:
+    """The record's reward; None when every rubric was ungraded (METHOD §2)."""
+    if not self.record:
+      return 0.0
+    reward = self.record["reward"]
+    return None if reward is None else float(reward)
 
 
 def decode_with_offsets(tokenizer: Any, tokens: Sequence[int],
@@ -87,7 +92,7 @@ def sample(sampler: Any, tokenizer: Any, tasks: Sequence[Any], *, n: int,
   return rollouts
 
 
-def evaluate(pool: EvalPool, rollouts: Sequence[Rollout], *,
+def evaluate(pool: Grader, rollouts: Sequence[Rollout], *,
              weights: Mapping[str, float] | None = None) -> None:
   """Fills each rollout's `record` (from the pool) and `wbar` (from its issues)."""
   jobs = [Job(task=r.task, response=r.text, sample_id=r.sample_id) for r in rollouts]
@@ -106,9 +111,12 @@ def passed_all(record: Mapping[str, Any]) -> bool:
 
 
 def record_stats(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-  """Mean reward, each gate's pass rate, all-gates rate and pass rate."""
+  """Mean reward (of the responses that have one), how many have none (all rubrics
+  ungraded), each gate's pass rate, all-gates rate and pass rate."""
   n = max(len(records), 1)
-  stats = {"reward_mean": float(sum(float(r.get("reward") or 0.0) for r in records)) / n}
+  rewards = [float(r["reward"]) for r in records if r.get("reward") is not None]
+  stats = {"reward_mean": sum(rewards) / max(len(rewards), 1),
+           "no_reward": float(len(records) - len(rewards))}
   for gate in GATES:
     stats[f"gate_{gate}"] = sum((r.get("gates") or {}).get(gate) is True
                                 for r in records) / n
@@ -120,16 +128,31 @@ def record_stats(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 
 def rl_batch(rollouts: Sequence[Rollout], *, group_size: int, max_len: int, pad_id: int,
              scale_by_std: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray]:
-  """The train step's batch (CONTRACTS RL layout) and the advantages."""
-  rewards = np.asarray([r.reward for r in rollouts], np.float32)
-  advantages = np.asarray(grpo.group_advantages(rewards, group_size,
-                                                scale_by_std=scale_by_std))
+  """The train step's batch (CONTRACTS RL layout) and the advantages.
+
+  Responses without a reward (all rubrics ungraded) leave the batch: their rows keep
+  their place (the batch shape is fixed) with a zero loss mask and advantage, and
+  their group's advantages come from its graded members only.
+  """
+  graded = np.asarray([r.reward is not None for r in rollouts])
+  rewards = np.asarray([r.reward or 0.0 for r in rollouts], np.float32)
+  if graded.all():
+    advantages = np.asarray(grpo.group_advantages(rewards, group_size,
+                                                  scale_by_std=scale_by_std))
+  else:
+    advantages = np.zeros_like(rewards)
+    for start in range(0, len(rollouts), group_size):
+      rows = start + np.flatnonzero(graded[start:start + group_size])
+      if len(rows):
+        advantages[rows] = np.asarray(grpo.group_advantages(
+            rewards[rows], len(rows), scale_by_std=scale_by_std))
   batch = train_step.pack_batch(
       [r.prompt for r in rollouts], [r.tokens for r in rollouts], max_len=max_len,
       pad_id=pad_id,
       per_token={"old_logp": [r.logprobs for r in rollouts],
                  "wbar": [r.wbar for r in rollouts]},
       per_sequence={"advantages": advantages}, token_fill={"wbar": 1.0})
+  batch["loss_mask"][~graded] = 0.0
   return batch, advantages
 
 

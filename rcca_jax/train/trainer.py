@@ -4,7 +4,10 @@ Stages and checkpoints (orbax, under `DIR/checkpoints/`):
   sft/  TrainState of the SFT stage; its step counts SFT updates (the data position
         is the number of batches consumed).
   rl/   TrainState of the RL stage (fresh optimizer, params from the finished SFT
-        stage); its step counts RL updates (data position: prompt batches consumed).
+        stage); its step counts optimizer updates, `rl.num_iterations` x
+        `rl.mini_batches` per RL step (data position: prompt batches consumed).
+With `rl.loss.kl_beta > 0` the KL reference is the latest sft/ checkpoint (or the one
+`rl.reference` names), so a resumed run uses the same reference.
 Re-running on the same directory restores the latest checkpoint of the furthest stage
 (model, optimizer, step, PRNG key, data position); a finished SFT stage is not
 repeated, and metrics rows logged after the restored step are dropped before they
@@ -34,18 +37,23 @@ from rcca_jax.data import chat
 from rcca_jax.data import controlled as controlled_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.grader import Grader
 from rcca_jax.evaluation.pool import EvalPool, Job
 from rcca_jax.models import LingConfig, LingForCausalLM
 from rcca_jax.models.config import RUNTIME_FIELDS
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.rl import checkpoint as checkpoint_lib
+from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
-from rcca_jax.sampling import JaxSampler
+from rcca_jax.rl import updates as updates_lib
+from rcca_jax.sampling import JaxSampler, Sampler
+from rcca_jax.train import config_check
 from rcca_jax.train import eval_loop
 from rcca_jax.train import logging as logging_lib
+from rcca_jax.train import prompts as prompts_lib
 from rcca_jax.train import rollouts as rollouts_lib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -135,6 +143,13 @@ def optimizer_config(values: ml_collections.ConfigDict, num_steps: int
   return optim.OptimizerConfig.from_mapping(fields)
 
 
+def update_config(config: ml_collections.ConfigDict) -> updates_lib.UpdateConfig:
+  r = config.rl
+  return updates_lib.UpdateConfig(
+      num_iterations=r.get("num_iterations", 1), mini_batches=r.get("mini_batches", 1),
+      recompute_old_logprobs=r.get("recompute_old_logprobs", False))
+
+
 def loss_config(config: ml_collections.ConfigDict) -> losses.LossConfig:
   fields = dict(config.rl.loss.to_dict()) if "loss" in config.rl else {}
   fields["policy_loss"] = config.rl.policy_loss
@@ -152,11 +167,11 @@ class _Stage:
 class Trainer:
   """Builds everything from a config and runs the job; see the module docstring."""
 
-  def __init__(self, config: ml_collections.ConfigDict, workdir: str):
-    if config.rl.temperature != 1.0:
-      raise ValueError(f"rl.temperature={config.rl.temperature}: the policy loss computes "
-                       "log-probabilities at temperature 1, so RL samples must use 1.0 "
-                       "(the sampler's log-probs are the ratio's denominator)")
+  def __init__(self, config: ml_collections.ConfigDict, workdir: str, *,
+               sampler: Optional[Sampler] = None, grader: Optional[Grader] = None):
+    """`sampler` and `grader` replace the in-process `JaxSampler` and the browser
+    `EvalPool` (the trainer closes the grader when it closes)."""
+    config_check.check(config, num_devices=jax.device_count())
     self.config = config
     self.workdir = workdir
     os.makedirs(workdir, exist_ok=True)
@@ -180,37 +195,65 @@ class Trainer:
     else:
       model = LingForCausalLM(self.model_cfg, rngs=nnx.Rngs(config.seed))
     self.fmodel = train_step.FunctionalModel(model)
-    ckpt_dir = os.path.join(workdir, "checkpoints")
-    keep = config.checkpoint.max_to_keep
-    async_save = config.checkpoint.async_save
-    self.sft = _Stage("sft", checkpoint_lib.Checkpointer(
-        os.path.join(ckpt_dir, "sft"), max_to_keep=keep, async_save=async_save),
+    self.sft = _Stage("sft", self._checkpointer("sft"),
         optimizer_config(config.sft.optimizer, config.sft.num_steps), config.sft.num_steps)
-    self.rl = _Stage("rl", checkpoint_lib.Checkpointer(
-        os.path.join(ckpt_dir, "rl"), max_to_keep=keep, async_save=async_save),
-        optimizer_config(config.rl.optimizer, config.rl.num_steps), config.rl.num_steps)
+    # The RL TrainState counts optimizer updates: `updates_per_batch` per RL step.
+    self.updates = update_config(config)
+    self.rl = _Stage("rl", self._checkpointer("rl"),
+        optimizer_config(config.rl.optimizer,
+                         config.rl.num_steps * self.updates.updates_per_batch),
+        config.rl.num_steps)
     self.loss = loss_config(config)
     self.metrics = logging_lib.MetricsLogger(workdir)
-    self._pool: Optional[EvalPool] = None
+    self._closed = False
+    self._pool: Optional[Grader] = grader
+    self._sampler_obj: Optional[Sampler] = sampler
     self._dev_tasks: Optional[list] = None
     self._controlled: Optional[list] = None
     self.credit_weights = dict(config.credit.to_dict()) if "credit" in config else {}
+    self._rl_tasks: Optional[list] = None
+    self.skipped_prompts = 0
 
   # ---- shared pieces ------------------------------------------------------------
 
-  def pool(self) -> EvalPool:
+  def pool(self) -> Grader:
     if self._pool is None:
       ev = EvalConfig.from_dict(dict(self.config.eval.evaluator.to_dict()))
       self._pool = EvalPool(ev, workers=self.config.eval.workers, post_process=LOCALIZE)
     return self._pool
 
+  def _checkpointer(self, stage: str) -> checkpoint_lib.Checkpointer:
+    c = self.config.checkpoint
+    return checkpoint_lib.Checkpointer(
+        os.path.join(self.workdir, "checkpoints", stage), max_to_keep=c.max_to_keep,
+        async_save=c.async_save)
+
+  def open(self) -> "Trainer":
+    """Reopens checkpoints and metrics after `close` (a Trainer can run again)."""
+    if self._closed:
+      for stage in (self.sft, self.rl):
+        stage.checkpointer = self._checkpointer(stage.name)
+      self.metrics = logging_lib.MetricsLogger(self.workdir)
+      self._closed = False
+    return self
+
   def close(self) -> None:
+    """Waits for checkpoints and closes files and workers; `open` (or the next
+    `train`/`evaluate_checkpoint`) reopens them."""
+    if self._closed:
+      return
     for stage in (self.sft, self.rl):
       stage.checkpointer.close()
     if self._pool is not None:
-      self._pool.close()
-      self._pool = None
+      self._pool.close()  # reusable: a later run starts its workers again
     self.metrics.close()
+    self._closed = True
+
+  def __enter__(self) -> "Trainer":
+    return self.open()
+
+  def __exit__(self, *exc) -> None:
+    self.close()
 
   def _shardings(self, opt_config):
     if self.mesh is None:
@@ -226,21 +269,29 @@ class Trainer:
                                        self._shardings(stage.opt_config))
     return stage.checkpointer.restore(target, step)
 
-  def _save(self, stage: _Stage, state, position: dict, force: bool = False) -> None:
-    step = int(jax.device_get(state.step))
+  def _save(self, stage: _Stage, state, position: dict, force: bool = False,
+            done: Optional[int] = None) -> None:
+    """Saves every `checkpoint_every` steps (`done`: steps done, default the state's)."""
+    step = int(jax.device_get(state.step)) if done is None else done
     if force or step % self.config[stage.name].checkpoint_every == 0:
       stage.checkpointer.save(state, position, force=True)
 
-  def _sampler(self, state) -> JaxSampler:
-    return JaxSampler(self.fmodel.merge(state.params, state.model_state), mesh=self.mesh,
-                      pad_id=self.pad_id)
+  def _sampler(self, state) -> Sampler:
+    """The run's sampler (built once), given `state`'s weights."""
+    model = self.fmodel.merge(state.params, state.model_state)
+    if self._sampler_obj is None:
+      self._sampler_obj = JaxSampler(model, mesh=self.mesh, pad_id=self.pad_id)
+    else:
+      self._sampler_obj.update_weights(model)
+    return self._sampler_obj
+
+  def _step_config(self) -> train_step.StepConfig:
+    return train_step.StepConfig(micro_batches=self.config.get("micro_batches", 1),
+                                 logits_chunk=self.config.get("logits_chunk", 0))
 
   def _compile(self, objective, stage: _Stage):
-    step, _ = train_step.build_step(
-        self.fmodel, objective, stage.opt_config,
-        train_step.StepConfig(micro_batches=self.config.get("micro_batches", 1),
-                              logits_chunk=self.config.get("logits_chunk", 0)),
-        self.mesh)
+    step, _ = train_step.build_step(self.fmodel, objective, stage.opt_config,
+                                    self._step_config(), self.mesh)
     return step
 
   @property
@@ -267,6 +318,39 @@ class Trainer:
   def _score(self, pairs) -> list[float]:
     jobs = [Job(task=t, response=text, sample_id=i) for i, (t, text) in enumerate(pairs)]
     return [float(r.get("reward") or 0.0) for r in self.pool().run(jobs, progress=False)]
+  def _logprob_fn(self):
+    """Log-probs of a whole rollout batch, in slices as large as the step's."""
+    micro = self.config.get("micro_batches", 1) * self.updates.mini_batches
+    return logprobs_lib.compile_logprob_fn(self.fmodel, self._step_config(), micro,
+                                           self.mesh)
+
+  def reference(self, logprob_fn) -> logprobs_lib.Reference:
+    """The frozen KL reference: the checkpoint `rl.reference` names (a checkpoint
+    directory of this project, e.g. OTHER/checkpoints/sft, or a Hugging Face model
+    directory), else this run's final SFT parameters (the initial ones without SFT)."""
+    path = self.config.rl.get("reference", "")
+    if path and os.path.exists(os.path.join(resolve_path(path), "config.json")):
+      runtime = {name: self.config.model[name] for name in RUNTIME_FIELDS
+                 if name in self.config.model and name not in ("dtype", "param_dtype")}
+      model = LingForCausalLM.from_hf(resolve_path(path),
+                                      dtype=jnp.dtype(self.config.model.param_dtype),
+                                      **runtime)
+      ref = train_step.FunctionalModel(model)
+      params, model_state = ref.params, ref.model_state
+      if self.mesh is not None:
+        params, model_state = jax.device_put((params, model_state),
+                                             self.fmodel.shardings(self.mesh))
+    elif path or self.sft.checkpointer.latest_step() is not None:
+      stage = self.sft
+      if path:
+        stage = dataclasses.replace(stage, checkpointer=checkpoint_lib.Checkpointer(
+            resolve_path(path), async_save=False))
+      saved, _ = self._restore(stage)
+      params, model_state = saved.params, saved.model_state
+    else:
+      fresh = self._fresh_state(self.rl.opt_config)
+      params, model_state = fresh.params, fresh.model_state
+    return logprobs_lib.Reference(params, model_state, logprob_fn)
 
   def dev_tasks(self) -> list:
     if self._dev_tasks is None and self.is_controlled:
@@ -368,11 +452,18 @@ class Trainer:
   # ---- RL ------------------------------------------------------------------------
 
   def rl_tasks(self) -> list:
-    if self.is_controlled:
-      return self.controlled_tasks()
-    d = self.config.data
-    return select_tasks(d.train_tasks, families=tuple(d.families),
-                        per_family=self.config.rl.get("per_family", 0))
+    """The RL tasks whose prompts fit `rl.max_prompt_len` (`train.prompts`)."""
+    if self._rl_tasks is None:
+      d, r = self.config.data, self.config.rl
+      tasks = (self.controlled_tasks() if self.is_controlled else
+               select_tasks(d.train_tasks, families=tuple(d.families),
+                            per_family=r.get("per_family", 0)))
+      self._rl_tasks, self.skipped_prompts = prompts_lib.fit_prompts(
+          self.tokenizer, tasks, r.max_prompt_len, r.get("long_prompts", "refuse"))
+      if self.skipped_prompts:
+        logging_lib.note("RL: %d tasks with prompts over %d tokens skipped",
+                         self.skipped_prompts, r.max_prompt_len)
+    return self._rl_tasks
 
   def rl_state_from(self, sft_state) -> train_step.TrainState:
     """Step 0 of the RL stage: the SFT parameters with a fresh RL optimizer."""
@@ -382,12 +473,17 @@ class Trainer:
 
   def run_rl(self, state) -> train_step.TrainState:
     stage, r = self.rl, self.config.rl
-    start = int(jax.device_get(state.step))
+    # RL steps (rollout batches) done; the state counts optimizer updates.
+    start = int(jax.device_get(state.step)) // self.updates.updates_per_batch
     if start >= stage.num_steps:
       return state
     tasks = self.rl_tasks()
     objective = train_step.PolicyObjective(self.loss, r.group_size)
     step_fn = self._compile(objective, stage)
+    logprob_fn = (self._logprob_fn() if self.loss.kl_beta > 0
+                  or self.updates.recompute_old_logprobs else None)
+    # No reference is held without a KL term.
+    reference = self.reference(logprob_fn) if self.loss.kl_beta > 0 else None
     max_len = r.max_prompt_len + r.max_new_tokens
     bar = logging_lib.Progress("rl", stage.num_steps, start)
     try:
@@ -405,19 +501,23 @@ class Trainer:
         batch, _ = rollouts_lib.rl_batch(
             rollouts, group_size=r.group_size, max_len=max_len, pad_id=self.pad_id,
             scale_by_std=self.loss.scale_advantages_by_std)
+        batch, extra = updates_lib.with_logprobs(
+            batch, state, reference=reference,
+            policy_logprobs=logprob_fn if self.updates.recompute_old_logprobs else None)
         batch = train_step.numpy_batch(batch, objective.keys)
-        state, m = step_fn(state, batch)
+        state, per_update = updates_lib.run_updates(step_fn, state, batch, self.updates)
         start += 1
-        m = {k: float(v) for k, v in jax.device_get(m).items()}
+        m = {**updates_lib.summarize(per_update, self.updates.num_iterations), **extra}
         t3 = time.time()
         self._save(stage, state, {"prompt_batches": start},
-                   force=start == stage.num_steps)
+                   force=start == stage.num_steps, done=start)
         row = rollouts_lib.record_stats([x.record for x in rollouts])
         row.update(rollouts_lib.weight_shares(rollouts))
         if self.is_controlled:
           row.update(rollouts_lib.bug_stats(rollouts))
         row.update(m)
         row.update(response_len=float(np.mean([len(x.tokens) for x in rollouts])),
+                   skipped_long_prompts=self.skipped_prompts,
                    timeouts=self.pool().stats["timeouts"],
                    sample_s=t1 - t0, eval_s=t2 - t1, train_s=t3 - t2,
                    step_s=time.time() - t0)
@@ -435,10 +535,13 @@ class Trainer:
 
   def train(self) -> None:
     """SFT (unless finished), post-SFT evaluation (once), then RL; resumes."""
+    self.open()
     try:
+      self.rl_tasks()  # RL prompts that cannot fit are refused before any work
       rl_step = self.rl.checkpointer.latest_step()
       if rl_step is not None:
         state, position = self._restore(self.rl)
+        rl_step //= self.updates.updates_per_batch
         logging_lib.note("resuming RL at step %d (%s)", rl_step, position)
         self.metrics.truncate("rl", rl_step)
       else:
@@ -465,6 +568,7 @@ class Trainer:
                           out_name: Optional[str] = None) -> dict[str, Any]:
     """Evaluates the latest checkpoint (RL if any, else SFT) on a task file; writes
     responses, evaluations, report and summary under DIR/eval/OUT_NAME/."""
+    self.open()
     try:
       for stage in (self.rl, self.sft):
         if stage.checkpointer.latest_step() is not None:

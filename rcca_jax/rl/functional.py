@@ -1,0 +1,140 @@
+"""The NNX adapter: a Flax NNX model as pure functions of (params, model_state).
+
+`FunctionalModel` splits a module into a graph definition and pure-dict state (the
+trainable parameters, and the rest: router correction biases, which load balancing
+updates outside the gradient), merges them back inside jitted code, and computes the
+per-token log-probabilities every objective needs (optionally without materialising
+the [B, L, V] logits).
+"""
+
+from typing import Any, Callable, Mapping, Optional
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+
+from rcca_jax.models import layers
+from rcca_jax.parallel import partitioning
+
+Array = jax.Array
+PyTree = Any
+
+# Names of router correction-bias variables (aux-loss-free balancing).
+CORRECTION_BIAS_NAMES = ("correction_bias", "expert_bias", "e_score_correction_bias")
+
+
+class FunctionalModel:
+  """An NNX module split into a graph definition and pure-dict state.
+
+  `trainable` selects the variables that get gradients (default: every nnx.Param
+  except router correction biases); all other variables are `model_state`.
+  """
+
+  def __init__(self, model: nnx.Module, trainable: Any = None):
+    if trainable is None:
+      trainable = nnx.All(nnx.Param, nnx.Not(_is_correction_bias))
+    self._trainable = trainable
+    self.graphdef, params, rest = nnx.split(model, trainable, ...)
+    self._params_def = jax.tree.structure(params)
+    self._rest_def = jax.tree.structure(rest)
+    self._params_template = params
+    self._rest_template = rest
+    self.params = nnx.to_pure_dict(params)
+    self.model_state = nnx.to_pure_dict(rest)
+    self._pure_params_def = jax.tree.structure(self.params)
+    self._pure_rest_def = jax.tree.structure(self.model_state)
+
+  def merge(self, params: PyTree, model_state: PyTree) -> nnx.Module:
+    params = jax.tree.unflatten(self._params_def, jax.tree.leaves(params))
+    rest = jax.tree.unflatten(self._rest_def, jax.tree.leaves(model_state))
+    return nnx.merge(self.graphdef, params, rest)
+
+  def balance_experts(self, params: PyTree, model_state: PyTree, counts: Array,
+                      rate: float) -> PyTree:
+    """model_state after the model's aux-loss-free router-bias update.
+
+    Uses the model's `update_correction_bias(counts, rate)`; unchanged for models
+    without one.
+    """
+    model = self.merge(params, model_state)
+    if not hasattr(model, "update_correction_bias"):
+      return model_state
+    model.update_correction_bias(counts, rate)
+    _, _, rest = nnx.split(model, self._trainable, ...)
+    return jax.tree.unflatten(self._pure_rest_def, jax.tree.leaves(rest))
+
+  def logprobs(self, params: PyTree, model_state: PyTree, input_ids: Array,
+               attention_mask: Optional[Array], logits_chunk: int = 0
+               ) -> tuple[Array, Array, Mapping[str, Any]]:
+    """`token_logprobs` of the model's predictions, and its aux outputs.
+
+    With `logits_chunk > 0` and a model that can return its final hidden states
+    (`return_hidden=True`) and project them (`project_logits`), the [B, L, V] logits
+    are never materialised: see `chunked_token_logprobs`.
+    """
+    model = self.merge(params, model_state)
+    if logits_chunk and hasattr(model, "project_logits"):
+      hidden, aux = model(input_ids, attention_mask=attention_mask, return_aux=True,
+                          return_hidden=True)
+      logp, entropy = chunked_token_logprobs(model.project_logits, hidden, input_ids,
+                                             logits_chunk)
+      return logp, entropy, aux
+    out = model(input_ids, attention_mask=attention_mask, return_aux=True)
+    logits, aux = out if isinstance(out, tuple) else (out, {})
+    return (*token_logprobs(logits, input_ids), aux)
+
+  def shardings(self, mesh: Mesh) -> tuple[PyTree, PyTree]:
+    """NamedShardings of (params, model_state) from the logical-axis metadata."""
+    def to_pure(template, pure_def):
+      shardings = partitioning.state_shardings(template, mesh)
+      leaves = jax.tree.leaves(shardings,
+                               is_leaf=lambda x: isinstance(x, NamedSharding))
+      return jax.tree.unflatten(pure_def, leaves)
+    return (to_pure(self._params_template, self._pure_params_def),
+            to_pure(self._rest_template, self._pure_rest_def))
+
+
+def _is_correction_bias(path, variable) -> bool:
+  """Router correction biases: updated by load balancing, not by the optimizer."""
+  del variable
+  return bool(path) and str(path[-1]) in CORRECTION_BIAS_NAMES
+
+
+def _target_logprobs(logits: Array, targets: Array) -> tuple[Array, Array]:
+  """log p(target) and the predictive entropy (no gradient) at each position."""
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  logp = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+  entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
+  return logp, jax.lax.stop_gradient(entropy)
+
+
+def _aligned(values: Array) -> Array:
+  """Predictions for tokens 1.. -> aligned with `input_ids` (position 0 gets 0)."""
+  return jnp.concatenate([jnp.zeros_like(values[:, :1]), values], axis=1)
+
+
+def token_logprobs(logits: Array, input_ids: Array) -> tuple[Array, Array]:
+  """Log-probability of each token given the prefix, and the predictive entropy.
+
+  Both [B, L] aligned with `input_ids`; position 0 (no prefix) is 0.
+  """
+  logp, entropy = _target_logprobs(logits[:, :-1], input_ids[:, 1:])
+  return _aligned(logp), _aligned(entropy)
+
+
+def chunked_token_logprobs(project: Callable[[Array], Array], hidden: Array,
+                           input_ids: Array, chunk: int) -> tuple[Array, Array]:
+  """`token_logprobs(project(hidden), input_ids)` computed `chunk` positions at a time.
+
+  Each chunk's logits [B, chunk, V] are made, reduced and dropped, and remade in the
+  backward pass (`layers.checkpointed_chunks`), so memory holds one chunk of logits
+  instead of the sequence's.
+  """
+  length = hidden.shape[1] - 1
+  pad = -length % chunk
+  h = jnp.pad(hidden[:, :-1], ((0, 0), (0, pad), (0, 0)))
+  targets = jnp.pad(input_ids[:, 1:], ((0, 0), (0, pad)))
+  logp, entropy = layers.checkpointed_chunks(
+      lambda h_c, t_c: _target_logprobs(project(h_c), t_c), (h, targets), chunk)
+  return _aligned(logp[:, :length]), _aligned(entropy[:, :length])

@@ -1,0 +1,101 @@
+"""Per-token log-probabilities under fixed parameters, in a jitted function of its own.
+
+Two users: the frozen reference policy of the KL term (`Reference`), and the trainer's
+recomputation of the old log-probs before the first update of a rollout batch
+(`rl.recompute_old_logprobs`).
+
+Why a function of its own and not inside the train step: with `rl.num_iterations`
+x `rl.mini_batches` updates per rollout batch, the reference log-probs (and the
+recomputed old ones) are needed once per rollout batch, not once per update; inside
+the step they would be recomputed for every update (a forward pass of the full model
+each time). It also keeps the train step the same program with and without a KL term
+(`ref_logp` is one more batch input), and the reference parameters out of the step's
+donated state. The cost is that the reference parameters stay resident between calls
+(they are sharded like the policy's, so that is `state params` bytes again per device;
+`--mode=plan` reports it).
+
+The function runs the batch in `micro_batches` slices with `lax.scan` (as the train
+step does), so its activations are those of one slice without gradients.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from rcca_jax.rl import train_step
+
+Array = jax.Array
+PyTree = Any
+LOGPROB_KEYS = ("input_ids", "attention_mask", "loss_mask")
+
+
+def make_logprob_fn(fmodel: train_step.FunctionalModel, micro_batches: int = 1, *,
+                    logits_chunk: int = 0,
+                    batch_spec: Optional[PartitionSpec] = None) -> Callable:
+  """`(params, model_state, batch) -> logp` [B, L], 0 outside `loss_mask`.
+
+  `batch` holds `LOGPROB_KEYS`; rows are processed `B / micro_batches` at a time.
+  """
+
+  def constrain(x):
+    if batch_spec is None:
+      return x
+    return jax.lax.with_sharding_constraint(
+        x, PartitionSpec(*batch_spec, *([None] * (x.ndim - 1))))
+
+  def fn(params, model_state, batch):
+    batch = {k: batch[k] for k in LOGPROB_KEYS}
+    micro = train_step.split_micro_batches(batch, micro_batches)
+
+    def body(_, mb):
+      mb = {k: constrain(x) for k, x in mb.items()}
+      logp, _, _ = fmodel.logprobs(params, model_state, mb["input_ids"],
+                                   mb["attention_mask"], logits_chunk)
+      return None, jnp.where(mb["loss_mask"] > 0, logp, 0.0)
+
+    _, logp = jax.lax.scan(body, None, micro)  # [k, B/k, L]; slice i has rows i, i+k..
+    return jnp.swapaxes(logp, 0, 1).reshape(batch["input_ids"].shape)
+
+  return fn
+
+
+def compile_logprob_fn(fmodel: train_step.FunctionalModel,
+                       config: train_step.StepConfig, micro_batches: int,
+                       mesh: Optional[Mesh] = None) -> Callable:
+  """`make_logprob_fn` under `jax.jit`; on `mesh`, params and model state sharded as
+  the policy's, the batch and the output split over the data axes."""
+  if mesh is None:
+    return jax.jit(make_logprob_fn(fmodel, micro_batches,
+                                   logits_chunk=config.logits_chunk))
+  spec = train_step.batch_partition_spec(mesh)
+  fn = make_logprob_fn(fmodel, micro_batches, logits_chunk=config.logits_chunk,
+                       batch_spec=spec)
+  params_sh, rest_sh = fmodel.shardings(mesh)
+  batch_sh = NamedSharding(mesh, spec)
+  jitted = jax.jit(fn, in_shardings=(params_sh, rest_sh,
+                                     {k: batch_sh for k in LOGPROB_KEYS}),
+                   out_shardings=batch_sh)
+
+  def run(params, model_state, batch):
+    with jax.set_mesh(mesh):
+      return jitted(params, model_state, {k: batch[k] for k in LOGPROB_KEYS})
+
+  run.jitted = jitted
+  return run
+
+
+class Reference:
+  """A frozen policy (parameters and model state) and its log-prob function."""
+
+  def __init__(self, params: PyTree, model_state: PyTree, logprob_fn: Callable):
+    self.params = params
+    self.model_state = model_state
+    self._fn = logprob_fn
+
+  def logprobs(self, batch: dict[str, Any]) -> Array:
+    """[B, L] reference log-probabilities of `batch`'s tokens (0 off the response)."""
+    return self._fn(self.params, self.model_state, batch)

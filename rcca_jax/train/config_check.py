@@ -1,0 +1,294 @@
+"""Checks a job config before any work starts; one error names every bad field.
+
+`problems(config, num_devices=..., mode=...)` returns one line per problem, each
+starting with the field it is about; `check(...)` raises `ConfigError` with all of
+them. `python -m rcca_jax.main` prints them without a traceback and exits 2.
+
+Checked: unknown fields (at every level; sub-configs with a dataclass behind them take
+its field names), the mesh against the device count, that every batch splits over
+micro-batches (and RL mini-batches) and then over the mesh's batch axis, loss /
+optimizer / evaluator / model sections that their classes accept, the RL temperature
+rule, token budgets against `model.max_position_embeddings`, a usable KL reference,
+and (train mode) the files the job reads. Prompts longer than `rl.max_prompt_len`
+need the tokenizer and are checked when the tasks are loaded (`train.prompts`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any, Mapping, Optional, Sequence
+
+import ml_collections
+
+from rcca_jax.data import controlled
+from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.models.config import LingConfig
+from rcca_jax.parallel import mesh as mesh_lib
+from rcca_jax.parallel import partitioning
+from rcca_jax.rl import losses
+from rcca_jax.rl import optim
+
+MODES = ("train", "eval", "plan")
+LONG_PROMPTS = ("refuse", "skip")
+
+# Known fields: a nested dict, a dataclass (its fields), or None (a leaf).
+_LOSS_FIELDS = {f.name: None for f in dataclasses.fields(losses.LossConfig)
+                if f.name != "policy_loss"}
+SCHEMA: dict[str, Any] = {
+    "seed": None, "model": LingConfig, "mesh": {a: None for a in mesh_lib.AXES},
+    "micro_batches": None, "logits_chunk": None, "init_from_hf": None,
+    "data": {"tokenizer": None, "train_tasks": None, "families": None,
+             "setting": None,
+             "controlled": {**{f.name: None for f in dataclasses.fields(
+                 controlled.ControlledSpec)}, "path": None}},
+    "credit": {"direct": None, "context": None, "cap": None},  # diagnostic weights
+    "sft": {"num_steps": None, "batch_size": None, "max_len": None, "log_every": None,
+            "checkpoint_every": None, "per_family": None,
+            "optimizer": optim.OptimizerConfig},
+    "rl": {"num_steps": None, "policy_loss": None, "group_size": None,
+           "prompts_per_step": None, "temperature": None, "max_new_tokens": None,
+           "max_prompt_len": None, "long_prompts": None, "checkpoint_every": None,
+           "per_family": None, "num_iterations": None, "mini_batches": None,
+           "recompute_old_logprobs": None, "reference": None,
+           "optimizer": optim.OptimizerConfig, "loss": _LOSS_FIELDS},
+    "eval": {"enabled": None, "after_sft": None, "every_rl_steps": None, "tasks": None,
+             "per_family": None, "num_tasks": None, "samples_per_task": None,
+             "temperature": None, "max_new_tokens": None, "workers": None,
+             "num_reports": None, "evaluator": EvalConfig},
+    "checkpoint": {"max_to_keep": None, "async_save": None},
+    # Read by `rcca_jax.ablation` only: arm name -> "FIELD=VALUE;..." overrides.
+    "arms": None, "ablation": {"arms": None, "bootstrap": None},
+}
+SETTINGS = ("natural", "controlled")
+
+
+class ConfigError(ValueError):
+  """An invalid config; `problems` lists every problem found."""
+
+  def __init__(self, problems: Sequence[str]):
+    self.problems = list(problems)
+    super().__init__(f"invalid config ({len(self.problems)} problem"
+                     f"{'s' if len(self.problems) != 1 else ''}):\n" +
+                     "\n".join(f"  - {p}" for p in self.problems))
+
+
+def _as_dict(value: Any) -> Any:
+  return value.to_dict() if isinstance(value, ml_collections.ConfigDict) else value
+
+
+def unknown_fields(values: Mapping[str, Any], schema: Any, prefix: str = ""
+                   ) -> list[str]:
+  """Dotted names of `values` entries that `schema` does not know."""
+  if dataclasses.is_dataclass(schema):
+    schema = {f.name: None for f in dataclasses.fields(schema)}
+  out = []
+  for name, value in values.items():
+    path = f"{prefix}{name}"
+    if name not in schema:
+      out.append(path)
+    elif isinstance(schema[name], dict) or dataclasses.is_dataclass(schema[name]):
+      if isinstance(value, Mapping):
+        sub = schema[name]
+        if dataclasses.is_dataclass(sub):  # dataclass fields take any value
+          known = {f.name for f in dataclasses.fields(sub)}
+          out += [f"{path}.{k}" for k in value if k not in known]
+        else:
+          out += unknown_fields(value, sub, f"{path}.")
+  return out
+
+
+def batch_axis(sizes: Mapping[str, int]) -> tuple[int, str]:
+  """Ways the batch dimension is split on a mesh of `sizes`, and the axes' names."""
+  spec = partitioning.logical_to_spec(("batch",), tuple(sizes), dict(sizes))[0]
+  names = (spec,) if isinstance(spec, str) else tuple(spec or ())
+  return math.prod(sizes[n] for n in names), "×".join(names) or "none"
+
+
+class _Collector:
+  """Accumulates problems; `get` reads a dotted field (None when absent)."""
+
+  def __init__(self, config: Mapping[str, Any]):
+    self.config = config
+    self.problems: list[str] = []
+
+  def get(self, path: str, default: Any = None) -> Any:
+    node: Any = self.config
+    for part in path.split("."):
+      if not isinstance(node, Mapping) or part not in node:
+        return default
+      node = node[part]
+    return node
+
+  def add(self, message: str) -> None:
+    self.problems.append(message)
+
+  def integer(self, path: str, minimum: int, default: Any = None) -> Optional[int]:
+    value = self.get(path, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+      self.add(f"{path}={value!r} must be an integer >= {minimum}")
+      return None
+    if value < minimum:
+      self.add(f"{path}={value} must be >= {minimum}")
+      return None
+    return value
+
+
+def _check_sections(c: _Collector) -> None:
+  """Sections that a class builds: what the class refuses, with the field name."""
+  for path, build in (("rl.loss", lambda v: losses.LossConfig.from_mapping(
+                          {**v, "policy_loss": c.get("rl.policy_loss", "rcca")})),
+                      ("sft.optimizer", optim.OptimizerConfig.from_mapping),
+                      ("rl.optimizer", optim.OptimizerConfig.from_mapping),
+                      ("eval.evaluator", EvalConfig.from_dict)):
+    value = c.get(path)
+    if value is None:
+      continue
+    schema = SCHEMA[path.split(".")[0]][path.split(".")[1]]
+    known = (schema if isinstance(schema, dict)
+             else {f.name: None for f in dataclasses.fields(schema)})
+    try:  # unknown fields are reported once, above
+      build({k: v for k, v in dict(value).items() if k in known})
+    except (TypeError, ValueError) as e:
+      c.add(f"{path}: {e}")
+  if c.get("rl.policy_loss") is not None:
+    try:
+      losses.get_policy_loss(c.get("rl.policy_loss"))
+    except ValueError as e:
+      c.add(f"rl.policy_loss: {e}")
+  setting = c.get("data.setting", "natural")
+  if setting not in SETTINGS:
+    c.add(f"data.setting={setting!r}: expected one of {', '.join(SETTINGS)}")
+  elif setting == "controlled":
+    fields = dict(c.get("data.controlled") or {})
+    fields.pop("path", None)
+    try:
+      controlled.ControlledSpec.from_mapping(fields)
+    except (TypeError, ValueError) as e:
+      c.add(f"data.controlled: {e}")
+  model = dict(c.get("model") or {})
+  if not model.get("vocab_size"):
+    model["vocab_size"] = 64  # taken from the tokenizer at run time
+  try:
+    LingConfig(**model)
+  except (TypeError, ValueError) as e:
+    c.add(f"model: {e}")
+
+
+def _check_batches(c: _Collector, num_devices: int) -> None:
+  try:
+    sizes = mesh_lib.resolve_sizes(mesh_lib.parse_mesh_spec(dict(c.get("mesh") or {})),
+                                   num_devices)
+  except ValueError as e:
+    c.add(f"mesh: {e}")
+    return
+  ways, names = batch_axis(sizes)
+  micro = c.integer("micro_batches", 1, 1)
+  if micro is None:
+    return
+  per = f"the {ways}-way batch axis ({names})"
+  sft = c.integer("sft.batch_size", 1)
+  if sft is not None and sft % (micro * ways):
+    extra = f"micro_batches={micro} x " if micro > 1 else ""
+    c.add(f"sft.batch_size={sft} is not divisible by {extra}{per}"
+          + (f" = {micro * ways}" if micro > 1 else ""))
+  prompts = c.integer("rl.prompts_per_step", 1)
+  group = c.integer("rl.group_size", 1)
+  minis = c.integer("rl.mini_batches", 1, 1)
+  if None in (prompts, group, minis):
+    return
+  if prompts % minis:
+    c.add(f"rl.prompts_per_step={prompts} is not divisible by rl.mini_batches={minis} "
+          "(each mini-batch holds whole groups)")
+    return
+  rows = prompts * group // minis
+  if rows % (micro * ways):  # (else a sharding constraint replicates a micro-batch)
+    c.add(f"rl.mini_batches={minis}: a mini-batch of rl.prompts_per_step x "
+          f"rl.group_size / rl.mini_batches = {rows} rows is not divisible by "
+          f"micro_batches={micro} x {per} = {micro * ways}")
+
+
+def _check_rl(c: _Collector, mode: str) -> None:
+  c.integer("rl.num_steps", 0)
+  c.integer("sft.num_steps", 0)
+  c.integer("rl.num_iterations", 1, 1)
+  c.integer("logits_chunk", 0, 0)
+  temperature = c.get("rl.temperature", 1.0)
+  if temperature != 1.0:
+    c.add(f"rl.temperature={temperature}: the policy loss computes log-probabilities at "
+          "temperature 1, so RL samples must use 1.0 (the sampler's log-probs are the "
+          "ratio's denominator)")
+  if (c.get("eval.temperature", 0.0) or 0.0) < 0:
+    c.add(f"eval.temperature={c.get('eval.temperature')} must be >= 0 (0: greedy)")
+  long_prompts = c.get("rl.long_prompts", "refuse")
+  if long_prompts not in LONG_PROMPTS:
+    c.add(f"rl.long_prompts={long_prompts!r} must be one of {LONG_PROMPTS}")
+  kl_beta = c.get("rl.loss.kl_beta", 0.0) or 0.0
+  reference = c.get("rl.reference", "") or ""
+  if kl_beta < 0:
+    c.add(f"rl.loss.kl_beta={kl_beta} must be >= 0")
+  if reference and kl_beta == 0:
+    c.add(f"rl.reference={reference!r} is set but rl.loss.kl_beta=0 (no KL term)")
+  if reference and kl_beta > 0 and mode == "train" and not _exists(reference):
+    c.add(f"rl.reference={reference!r}: no such checkpoint directory")
+
+
+def _check_lengths(c: _Collector) -> None:
+  budget = c.get("model.max_position_embeddings",
+                 LingConfig.__dataclass_fields__["max_position_embeddings"].default)
+  if c.get("init_from_hf"):
+    return  # The checkpoint sets max_position_embeddings.
+  prompt = c.integer("rl.max_prompt_len", 1)
+  new = c.integer("rl.max_new_tokens", 1)
+  sft_len = c.integer("sft.max_len", 2)
+  if sft_len is not None and sft_len > budget:
+    c.add(f"sft.max_len={sft_len} exceeds model.max_position_embeddings={budget}")
+  if prompt is not None and new is not None and prompt + new > budget:
+    c.add(f"rl.max_prompt_len + rl.max_new_tokens = {prompt + new} exceeds "
+          f"model.max_position_embeddings={budget}")
+  eval_new = c.get("eval.max_new_tokens")
+  if prompt is not None and isinstance(eval_new, int) and prompt + eval_new > budget:
+    c.add(f"rl.max_prompt_len + eval.max_new_tokens = {prompt + eval_new} exceeds "
+          f"model.max_position_embeddings={budget}")
+
+
+def _exists(path: str) -> bool:
+  from rcca_jax.train.trainer import resolve_path  # pylint: disable=import-outside-toplevel
+  return os.path.exists(resolve_path(path))
+
+
+def _check_files(c: _Collector) -> None:
+  if not c.get("data.tokenizer") and not c.get("init_from_hf"):
+    c.add("data.tokenizer is empty (and there is no init_from_hf checkpoint to take "
+          "the tokenizer from)")
+  for path in ("data.tokenizer", "init_from_hf", "data.train_tasks") + (
+      ("eval.tasks",) if c.get("eval.enabled") else ()):
+    value = c.get(path)
+    if value and not _exists(value):
+      c.add(f"{path}={value!r}: no such file or directory")
+
+
+def problems(config: ml_collections.ConfigDict | Mapping[str, Any], *,
+             num_devices: int, mode: str = "train") -> list[str]:
+  """Every problem of `config` for a job on `num_devices` devices in `mode`."""
+  if mode not in MODES:
+    raise ValueError(f"mode {mode!r} is not one of {MODES}")
+  values = _as_dict(config)
+  c = _Collector(values)
+  c.problems += [f"{name}: unknown field" for name in unknown_fields(values, SCHEMA)]
+  _check_sections(c)
+  _check_batches(c, num_devices)
+  _check_rl(c, mode)
+  _check_lengths(c)
+  if mode != "plan":
+    _check_files(c)
+  return c.problems
+
+
+def check(config: ml_collections.ConfigDict | Mapping[str, Any], *, num_devices: int,
+          mode: str = "train") -> None:
+  """Raises `ConfigError` listing every problem (nothing when the config is valid)."""
+  found = problems(config, num_devices=num_devices, mode=mode)
+  if found:
+    raise ConfigError(found)

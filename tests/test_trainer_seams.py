@@ -1,0 +1,91 @@
+"""The trainer's seams without a browser: an injected `Grader`, one sampler per run,
+the reference KL with μ updates over mini-batches, ungraded responses, reuse."""
+
+import math
+import tempfile
+from unittest import mock
+
+import pytest
+from absl.testing import absltest
+
+from experiments import tiny_cpu
+from rcca_jax.evaluation.grader import Grader
+from rcca_jax.train import trainer as trainer_lib
+
+
+class FakeGrader:
+  """Rewards 0.2, 0.9, None (all rubrics ungraded), 0.5, ... in job order."""
+
+  def __init__(self):
+    self.stats = {"timeouts": 0}
+    self.calls = 0
+    self.closed = 0
+
+  def run(self, jobs, progress=None):
+    del progress
+    self.calls += 1
+    for i, _ in enumerate(jobs):
+      reward = (0.2, 0.9, None, 0.5)[i % 4]
+      yield {"reward": reward, "rubric_score": reward, "issues": [], "rubrics": [],
+             "gates": {"format": True, "source": True, "runtime": True}}
+
+  def close(self):
+    self.closed += 1
+
+
+def _config():
+  config = tiny_cpu.get_config()
+  config.model.update(hidden_size=32, intermediate_size=64)
+  config.data.families = ("dark_mode",)
+  config.sft.update(num_steps=1, batch_size=2, log_every=1)
+  config.rl.update(num_steps=2, group_size=2, prompts_per_step=2, max_new_tokens=8,
+                   num_iterations=2, mini_batches=2, recompute_old_logprobs=True)
+  config.rl.loss.kl_beta = 0.05
+  config.eval.enabled = False
+  return config
+
+
+@pytest.mark.slow
+class TrainerSeamsTest(absltest.TestCase):
+
+  def test_injected_grader_kl_mini_batches_and_a_second_run(self):
+    grader = FakeGrader()
+    self.assertIsInstance(grader, Grader)
+    workdir = tempfile.mkdtemp(prefix="rcca_seams_")
+    with mock.patch.object(trainer_lib, "JaxSampler",
+                           wraps=trainer_lib.JaxSampler) as built:
+      with trainer_lib.Trainer(_config(), workdir, grader=grader) as trainer:
+        trainer.train()
+        rows = trainer.metrics.rows()
+        trainer.train()  # finished: reopens, restores, does nothing, closes again
+        self.assertEqual(trainer.metrics.rows(), rows)
+    self.assertEqual(built.call_count, 1)  # one sampler, updated every step
+    self.assertEqual((grader.calls, grader.closed), (2, 2))
+    rl = [r for r in rows if r["stage"] == "rl"]
+    self.assertEqual([r["step"] for r in rl], [1, 2])
+    for row in rl:
+      self.assertEqual(row["updates"], 4.0)
+      self.assertTrue(math.isfinite(row["kl"]), row)
+      self.assertEqual(row["no_reward"], 1.0)
+      self.assertAlmostEqual(row["reward_mean"], (0.2 + 0.9 + 0.5) / 3, places=6)
+      self.assertEqual(row["sequences"], 3.0)  # the rewardless response left the batch
+      self.assertIn("sampler_logprob_gap", row)
+    self.assertLess(rl[0]["kl/u1"], 1e-9)  # the reference is the policy at RL step 0
+    self.assertGreater(rl[1]["kl"], 0.0)
+
+    # Resume with one more RL step: checkpoints count updates (4 per RL step), rows
+    # and the data position count RL steps.
+    config = _config()
+    config.rl.num_steps = 3
+    with trainer_lib.Trainer(config, workdir, grader=FakeGrader()) as trainer:
+      self.assertEqual(trainer.rl.checkpointer.latest_step(), 8)
+      trainer.train()
+      trainer.open()  # train() closed it; reopened, it reads the new checkpoint
+      self.assertEqual(trainer.rl.checkpointer.latest_step(), 12)
+      rl = [r for r in trainer.metrics.rows() if r["stage"] == "rl"]
+    self.assertEqual([r["step"] for r in rl], [1, 2, 3])
+    self.assertEqual(rl[:2], [r for r in rows if r["stage"] == "rl"])
+
+
+if __name__ == "__main__":
+  absltest.main()

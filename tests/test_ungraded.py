@@ -1,0 +1,82 @@
+"""METHOD §2: a response whose rubrics are all ungraded has no reward and leaves the
+RL batch without biasing its group."""
+
+import numpy as np
+from absl.testing import absltest
+
+from rcca_jax import evaluate
+from rcca_jax.data import tasks as tasks_lib
+from rcca_jax.evaluation import evaluator
+from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.record import RubricResult
+from rcca_jax.rl import grpo
+from rcca_jax.train import rollouts
+
+TASK = tasks_lib.parse_task({
+    "id": "u", "request": "A greeting page",
+    "rubrics": [
+        {"id": "r1", "kind": "initial", "level": "core", "text": "Shows Hi"},
+        {"id": "r2", "kind": "initial", "level": "behavior", "text": "Looks friendly"}]})
+
+
+def _record(rubrics):
+  return evaluator.build_record(TASK, 0, [True, True, True], rubrics, (0, 10), [],
+                                EvalConfig()).to_json()
+
+
+def _rollout(sample_id, reward):
+  return rollouts.Rollout(
+      task=TASK, sample_id=sample_id, prompt=[5, 6], tokens=[7, 8, 9],
+      logprobs=np.full(3, -0.5, np.float32), text="abc",
+      offsets=np.array([[0, 1], [1, 2], [2, 3]]),
+      record={"reward": reward, "gates": {}, "rubrics": []},
+      wbar=np.ones(3, np.float32))
+
+
+class UngradedTest(absltest.TestCase):
+
+  def test_all_ungraded_has_no_reward_some_ungraded_are_left_out(self):
+    none = _record([RubricResult("r1", None), RubricResult("r2", None)])
+    self.assertIsNone(none["reward"])
+    self.assertIsNone(none["rubric_score"])
+    self.assertEqual(none["no_reward"], "all 2 rubrics ungraded")
+    some = _record([RubricResult("r1", None), RubricResult("r2", False, "major")])
+    self.assertAlmostEqual(some["reward"], 1 - 0.15)
+    self.assertNotIn("no_reward", some)
+    gated = evaluator.build_record(TASK, 0, [True, False], [RubricResult("r1", None),
+                                                            RubricResult("r2", None)],
+                                   (0, 10), [], EvalConfig()).to_json()
+    self.assertEqual(gated["reward"], 0.05)  # a failed gate still decides
+
+  def test_rl_batch_drops_rewardless_rows_without_biasing_their_group(self):
+    rewards = [1.0, None, 0.2, 0.6, 0.5, 0.5, 0.9, 0.1]
+    items = [_rollout(i % 4, r) for i, r in enumerate(rewards)]
+    batch, adv = rollouts.rl_batch(items, group_size=4, max_len=6, pad_id=0)
+    want_first = grpo.group_advantages(np.array([1.0, 0.2, 0.6], np.float32), 3)
+    np.testing.assert_allclose(adv[[0, 2, 3]], want_first, rtol=1e-6)
+    self.assertEqual(adv[1], 0.0)
+    np.testing.assert_allclose(
+        adv[4:], grpo.group_advantages(np.array(rewards[4:], np.float32), 4), rtol=1e-6)
+    self.assertEqual(batch["loss_mask"][1].sum(), 0.0)  # left out of the loss
+    np.testing.assert_array_equal(batch["loss_mask"][0], [0, 0, 1, 1, 1, 0])
+    self.assertEqual(float(grpo.loss_denominator(batch["loss_mask"],
+                                                 "seq-mean-token-mean")), 7.0)
+
+  def test_stats_count_rewardless_responses_apart(self):
+    good = {"reward": 0.8, "gates": {"format": True, "source": True, "runtime": True},
+            "rubrics": [{"id": "r1", "passed": True}]}
+    none = dict(good, reward=None, rubric_score=None, no_reward="all 1 rubrics ungraded",
+                rubrics=[{"id": "r1", "passed": None}])
+    stats = rollouts.record_stats([good, none])
+    self.assertAlmostEqual(stats["reward_mean"], 0.8)
+    self.assertEqual(stats["no_reward"], 1.0)
+    summary = evaluate.Summary()
+    summary.add(good)
+    summary.add(none)
+    self.assertIn("mean reward 0.8000", summary.line())
+    self.assertIn("no reward 1", summary.line())
+    self.assertEqual(summary.ungraded, 1)
+
+
+if __name__ == "__main__":
+  absltest.main()
