@@ -67,6 +67,21 @@ class ArmConfigTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "not FIELD=VALUE"):
       ablation.parse_overrides("rl.policy_loss")
 
+  def test_every_problem_is_reported_before_any_work(self):
+    from rcca_jax.train import config_check  # pylint: disable=import-outside-toplevel
+    config = ablation_small.get_config()
+    self.assertEqual(ablation.check_configs(config, 3), ["grpo", "rcca"])
+    config.arms.grpo = "rl.no_such_field=1"
+    config.arms.rcca = "rl.policy_loss=rcca;rl.temperature=0.5"
+    config.data.controlled.rates = (1.5,)
+    with self.assertRaises(config_check.ConfigError) as ctx:
+      ablation.check_configs(config, 0)
+    text = str(ctx.exception)
+    self.assertIn("[grpo] arm override: no config field 'rl.no_such_field'", text)
+    self.assertIn("[rcca] rl.temperature", text)
+    self.assertIn("[sft] data.controlled: data.controlled.rates must be in [0, 1]", text)
+    self.assertIn("--seeds=0", text)
+
   def test_arms_differ_only_in_their_overrides(self):
     config = ablation_small.get_config()
     a = ablation.arm_config(config, 0, "grpo").to_dict()
