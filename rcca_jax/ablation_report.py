@@ -279,7 +279,8 @@ def plot(summary: Mapping[str, Any], path: str) -> None:
       n = min(len(s) for s, _ in curves)
       steps = curves[0][0][:n]
       values = np.stack([v[:n] for _, v in curves])
-      line, = ax.plot(steps, values.mean(axis=0), marker="o", label=f"{arm} ({len(runs)} seeds)")
+      seeds = f"{len(runs)} seed" + ("s" if len(runs) > 1 else "")
+      line, = ax.plot(steps, values.mean(axis=0), marker="o", label=f"{arm} ({seeds})")
       ax.fill_between(steps, values.min(axis=0), values.max(axis=0), alpha=0.2,
                       color=line.get_color())
     ax.set_xlabel("RL step")
