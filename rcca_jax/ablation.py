@@ -33,12 +33,6 @@ from absl import logging
 import ml_collections
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Ablation config file.")
-_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it exists).")
-_SEEDS = flags.DEFINE_integer("seeds", 3, "Number of seeds (0 .. N-1 added to config.seed).")
-_REPORT_ONLY = flags.DEFINE_bool("report_only", False,
-                                 "Only rebuild summary, plot and table from DIR.")
-flags.mark_flags_as_required(["config", "workdir"])
 
 
 def parse_overrides(text: str) -> list[tuple[str, str]]:
@@ -186,20 +180,31 @@ def _save_walls(workdir: str, walls: dict[str, float]) -> None:
     json.dump(walls, f, indent=1)
 
 
+def define_flags() -> None:
+  """The command's flags (defined only when run as a program, so that importing this
+  module never clashes with another program's `--config`)."""
+  config_flags.DEFINE_config_file("config", None, "Ablation config file.")
+  flags.DEFINE_string("workdir", None, "Output directory (resumed when it exists).")
+  flags.DEFINE_integer("seeds", 3, "Number of seeds (0 .. N-1 added to config.seed).")
+  flags.DEFINE_bool("report_only", False, "Only rebuild summary, plot and table from DIR.")
+  flags.mark_flags_as_required(["config", "workdir"])
+
+
 def main(argv):
   del argv
   from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
-  config, workdir = _CONFIG.value, _WORKDIR.value
-  if _REPORT_ONLY.value:
-    summary = ablation_report.collect(workdir, arm_names(config), _SEEDS.value, config)
+  f = flags.FLAGS
+  config, workdir, seeds = f.config, f.workdir, f.seeds
+  if f.report_only:
+    summary = ablation_report.collect(workdir, arm_names(config), seeds, config)
     summary["wall_s"] = _load_walls(workdir)
     ablation_report.write_all(workdir, summary)
   else:
     from rcca_jax.train.config_check import ConfigError  # pylint: disable=import-outside-toplevel
     try:
-      summary = run(config, workdir, _SEEDS.value)
+      summary = run(config, workdir, seeds)
     except ConfigError as e:  # every problem listed, no traceback
       print(str(e), file=sys.stderr)
       sys.exit(2)
@@ -207,4 +212,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)
