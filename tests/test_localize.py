@@ -232,7 +232,12 @@ class EvidenceKindsTest(parameterized.TestCase):
   def test_missing_element_near_miss_id(self):
     (issue,) = _localize({"step": 'click "#incc"', "step_index": 0, "path": ['click "#incc"'],
                           "selector": "#incc", "element": {"exists": False}})
-    self.assertEqual(_texts(issue["direct"]), ['<button id="inc">'])
+    # The id attribute and the code naming it; the handler it passes is context.
+    self.assertEqual(_texts(issue["direct"]),
+                     ['id="inc"', "document.getElementById('inc').addEventListener('click', ",
+                      ");"])
+    self.assertIn("() => {\n  count += 1;\n  render();\n}", _texts(issue["context"]))
+    self.assertIn('<button id="inc">', issue["evidence"]["target_guess"]["guess"])
 
   def test_css_rule_with_property(self):
     rule = _span("#count { color: red; font-size: 20px; }")
@@ -319,6 +324,85 @@ class EvidenceKindsTest(parameterized.TestCase):
     self.assertEqual(record, before)
     for issue in a["issues"]:
       self.assertValidSpans(issue)
+
+
+_RENAMED = """<!DOCTYPE html><html><body>
+<h1>Counter</h1>
+<span id="display">0</span>
+<button id="plus">+</button>
+<button id="minus">-</button>
+<button id="a1">A</button><button id="a2">B</button>
+<script>
+let n = 0;
+const out = document.getElementById('display');
+function show() { out.textContent = n; }
+document.getElementById('plus').addEventListener('click', () => { n += 1; show(); });
+document.getElementById('minus').addEventListener('click', () => { n -= 1; show(); });
+document.getElementById('a1').onclick = () => { n = 5; show(); };
+document.getElementById('a2').onclick = () => { n = 7; show(); };
+</script></body></html>"""
+RENAMED = "```html\n" + _RENAMED + "\n```"
+
+
+class MissingTargetTest(parameterized.TestCase):
+  """A selector that matches nothing: the element the app most plausibly meant."""
+
+  def _issue(self, check, selector, expected=None, selectors=("#inc", "#dec", "#count")):
+    steps = [part.strip() for part in check.split(";")]
+    failing = next(i for i, st in enumerate(steps) if f'"{selector}"' in st)
+    ext = extract_app(RENAMED)
+    ev = {"step": steps[failing], "step_index": failing, "path": steps[:failing + 1],
+          "check": steps, "selector": selector, "element": {"exists": False},
+          "expected": expected, "rubric_selectors": list(selectors)}
+    record = {"html_span": list(ext.html_span), "issues": [
+        {"stage": "rubric", "rubric_id": "r", "severity": "critical", "message": "m",
+         "direct": [], "context": [], "evidence": ev}]}
+    (issue,) = localize_record(record, RENAMED)["issues"]
+    return issue, [RENAMED[a:b] for a, b in issue["direct"]], [
+        RENAMED[a:b] for a, b in issue["context"]]
+
+  def test_renamed_action_target(self):
+    issue, direct, ctx = self._issue('click "#inc"; expect text "#count" == "1"', "#inc")
+    self.assertEqual(direct, ['id="plus"', "document.getElementById('plus').addEventListener("
+                              "'click', ", ");"])
+    self.assertIn("() => { n += 1; show(); }", ctx)          # its wiring
+    self.assertNotIn("() => { n -= 1; show(); }", direct + ctx)
+    self.assertIn('id="plus"', issue["evidence"]["target_guess"]["guess"])
+
+  def test_renamed_expectation_target_is_what_the_action_writes(self):
+    _, direct, ctx = self._issue('click "#plus"; expect text "#count" == "1"', "#count",
+                                 expected="1", selectors=("#plus", "#count"))
+    self.assertEqual(direct, ['id="display"', "const out = document.getElementById('display');"])
+    self.assertIn("out.textContent = n;", ctx)
+
+  def test_initial_text_equal_to_the_expected_one(self):
+    _, direct, _ = self._issue('expect text "#value" == "0"', "#value", expected="0",
+                               selectors=("#value",))
+    self.assertEqual(direct[0], 'id="display"')
+
+  def test_no_plausible_element_blames_nothing_directly(self):
+    issue, direct, _ = self._issue('fill "#email" "a@b.c"', "#email")
+    self.assertEqual(direct, [])
+    self.assertEqual(issue["evidence"]["target_guess"]["why"], "no element is plausible")
+
+  def test_equally_plausible_elements_blame_nothing_directly(self):
+    # a1 and a2 both write what the rubric reads; nothing in their names decides.
+    issue, direct, _ = self._issue('click "#go"; expect text "#display" == "5"', "#go",
+                                   selectors=("#go", "#display", "#plus", "#minus"))
+    self.assertEqual(direct, [])
+    self.assertEqual(issue["evidence"]["target_guess"]["why"],
+                     "several elements are equally plausible")
+    self.assertLen(issue["evidence"]["target_guess"]["candidates"], 2)
+
+  @parameterized.parameters(
+      ("theme-toggle", "toggle", 0.7), ("inc", "plus", 0.8), ("count", "counter", 0.9),
+      ("themeToggle", "theme-toggle", 1.0), ("inc", "reset", 0.0))
+  def test_name_similarity(self, a, b, at_least):
+    from rcca_jax.credit.targets import name_similarity
+    sim = name_similarity(a, b)
+    self.assertGreaterEqual(sim, at_least)
+    if at_least == 0.0:
+      self.assertLess(sim, 0.5)
 
 
 if __name__ == "__main__":
@@ -442,3 +526,68 @@ class PostProcessHookTest(absltest.TestCase):
     from rcca_jax.evaluation.pool import resolve_post_process
     self.assertIs(resolve_post_process("rcca_jax.credit.localize:localize_record"),
                   localize_record)
+
+
+_RENAMED_APP = """<!DOCTYPE html><html><head><style>.dark { background: #000; }</style></head>
+<body>
+<button id="toggle">Theme</button>
+<span id="count">0</span><button id="plus">+</button><button id="dec">-</button>
+<script>
+const btn = document.getElementById('toggle');
+btn.addEventListener('click', () => { document.body.classList.toggle('dark'); });
+let n = 0;
+const c = document.getElementById('count');
+document.getElementById('plus').addEventListener('click', () => { n++; c.textContent = n; });
+document.getElementById('dec').addEventListener('click', () => { n--; c.textContent = n; });
+</script></body></html>"""
+_RENAMED_TASK = {
+    "id": "renamed", "request": "theme toggle and counter",
+    "rubrics": [
+        {"id": "theme", "kind": "dynamic", "level": "core", "text": "#theme-toggle darkens",
+         "check": 'click "#theme-toggle"; expect attr "body" class contains "dark"'},
+        {"id": "inc", "kind": "dynamic", "level": "core", "text": "+ adds one",
+         "check": 'click "#inc"; expect text "#count" == "1"'},
+        {"id": "dec", "kind": "dynamic", "level": "core", "text": "- takes one",
+         "check": 'click "#dec"; expect text "#count" == "-1"'},
+    ]}
+
+
+@pytest.mark.browser
+class RenamedTargetBrowserTest(absltest.TestCase):
+  """The policy's commonest failure: the requested element exists under another name."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    from rcca_jax.data.tasks import parse_task
+    from rcca_jax.evaluation.evaluator import Evaluator
+    cls.response = "```html\n" + _RENAMED_APP + "\n```"
+    evaluator = Evaluator()
+    try:
+      cls.record = evaluator.evaluate(parse_task(_RENAMED_TASK), cls.response, 0).to_json()
+    finally:
+      evaluator.close()
+    localized = localize_record(cls.record, cls.response)
+    cls.by_rubric = {i.get("rubric_id"): i for i in localized["issues"]}
+
+  def _texts(self, spans):
+    return [self.response[s:e] for s, e in spans]
+
+  def test_only_the_renamed_rubrics_fail(self):
+    failed = {r["id"] for r in self.record["rubrics"] if r["passed"] is False}
+    self.assertEqual(failed, {"theme", "inc"})
+
+  def test_theme_toggle_blames_the_id_not_the_handler(self):
+    issue = self.by_rubric["theme"]
+    self.assertEqual(self._texts(issue["direct"]),
+                     ['id="toggle"', "const btn = document.getElementById('toggle');"])
+    self.assertTrue(any("() => { document.body.classList.toggle('dark'); }" in t
+                        for t in self._texts(issue["context"])), issue["context"])
+
+  def test_plus_button_blames_its_id_and_lookup(self):
+    issue = self.by_rubric["inc"]
+    direct = self._texts(issue["direct"])
+    self.assertEqual(direct, ['id="plus"',
+                              "document.getElementById('plus').addEventListener('click', ",
+                              ");"])
+    self.assertIn("() => { n++; c.textContent = n; }", self._texts(issue["context"]))

@@ -19,6 +19,7 @@ from typing import Any
 
 from rcca_jax.credit.align import Span, contains, merge_spans, subtract_spans
 from rcca_jax.credit.context import JsIndex, expand_context, statement_span
+from rcca_jax.credit.targets import MIN_SCORE, TargetFinder, last_compound, parse_steps
 from rcca_jax.evaluation import dsl
 from rcca_jax.evaluation.extract import Extraction, extract_app
 from rcca_jax.evaluation.source import ParsedApp, parse_app
@@ -58,6 +59,8 @@ def localize_record(record: dict[str, Any], response: str) -> dict[str, Any]:
   for issue in record.get("issues") or []:
     new = copy.deepcopy(issue)
     direct, context = loc.localize(issue)
+    if loc.target_note is not None:
+      new.setdefault("evidence", {})["target_guess"] = loc.target_note
     if not direct:
       direct = merge_spans(issue.get("direct") or [])
     new["direct"] = [list(s) for s in direct]
@@ -80,6 +83,8 @@ class Localizer:
     self._app: ParsedApp | None = None
     self._index: JsIndex | None = None
     self._html_ids: list[tuple[str, Span, Span]] | None = None
+    self._targets: TargetFinder | None = None
+    self.target_note: dict[str, Any] | None = None   # the last issue's missing-target guess
     if self.ext is not None:
       segs = sorted(self.ext.segments, key=lambda s: s[1])
       self._resp_starts = [s[1] for s in segs]
@@ -97,6 +102,12 @@ class Localizer:
     if self._index is None:
       self._index = JsIndex(self.app)
     return self._index
+
+  @property
+  def targets(self) -> TargetFinder:
+    if self._targets is None:
+      self._targets = TargetFinder(self.app, self.index)
+    return self._targets
 
   def to_app(self, offset: int | None) -> int | None:
     """App offset of a response offset inside the extracted document."""
@@ -131,6 +142,7 @@ class Localizer:
   def localize(self, issue: dict[str, Any]) -> tuple[list[Span], list[Span]]:
     """(direct, context) response spans of one issue."""
     ev = issue.get("evidence") or {}
+    self.target_note = None
     direct_resp: list[Span] = []
     if _is_span(ev.get("node_span")):
       direct_resp.append(tuple(ev["node_span"]))
@@ -141,10 +153,17 @@ class Localizer:
       return merge_spans(direct_resp), []
     context: list[Span] = []
     thrown = self._exception(ev, context)
+    handlers: list[Span] = []
+    self._listeners(ev, handlers, context)
     found: list[Span] = []
-    self._listeners(ev, found, context)
     self._css(ev, found, context)
     self._element(ev, found, context)
+    # A guessed missing target: the handlers did their work on an element under another
+    # name, so they are context.
+    if (self.target_note or {}).get("guess"):
+      context.extend(handlers)
+    else:
+      found.extend(handlers)
     # An exception the browser saw is the most specific evidence: what the rubric's
     # target and path point at is then context.
     direct = thrown if thrown else found
@@ -207,7 +226,8 @@ class Localizer:
 
     An acted-on element with no binding at all is blamed itself, and the bindings of
     the same events elsewhere (where the missing one would be) are context."""
-    actions = _actions(ev.get("path"))
+    missing = _missing_selector(ev)     # nothing to bind: `_element` guesses the target
+    actions = [a for a in _actions(ev.get("path")) if missing is None or a.selector != missing]
     types = {t for a in actions for t in _ACTION_EVENTS.get(a.verb, ())}
     listeners = [l for l in ev.get("listeners") or [] if isinstance(l, dict)]
     relevant = [l for l in listeners if l.get("type") in types] or listeners
@@ -351,8 +371,11 @@ class Localizer:
     element = ev.get("element") if isinstance(ev.get("element"), dict) else {}
     counted = step.expect == "count" and isinstance(ev.get("observed"), (int, float)) and ev["observed"] > 0
     if element.get("exists") is False and not counted:
-      direct.extend(self._creators(selector))
-      direct.extend(self._near_miss(selector))
+      creators = self._creators(selector)
+      direct.extend(creators)
+      want = last_compound(selector)
+      if want.ids or (want.classes and not creators):   # a name the app may have changed
+        self._missing_target(ev, selector, step, direct, context)
       return
     markup = self._markup(ev, selector)
     if step.verb != "expect":
@@ -403,15 +426,59 @@ class Localizer:
     pats = [re.compile(r"(?<![\w-])" + re.escape(n) + r"(?![\w-])") for n in names]
     return sorted({stmt for text, stmt in self.index.strings if any(p.search(text) for p in pats)})
 
-  def _near_miss(self, selector: str) -> list[Span]:
-    """Static elements whose id is a near miss of the selector's id (a typo)."""
-    ids = re.findall(r"#([\w-]+)", selector)
-    known = {i: tag for i, tag, _ in self.html_ids()}
-    out = []
-    for want in ids:
-      for got in difflib.get_close_matches(want, sorted(known), n=2, cutoff=0.75):
-        out.append(known[got])
-    return out
+  def _missing_target(self, ev: dict[str, Any], selector: str, step: dsl.Step,
+                      direct: list[Span], context: list[Span]) -> None:
+    """A selector that matched nothing: blame the element the app most plausibly meant
+    (its identifying attribute and the code naming it); its wiring is context. When no
+    element is plausible, the evidence says so and nothing is blamed directly."""
+    finder = self.targets
+    check = parse_steps(ev.get("check") or ev.get("path") or [])
+    kind = step.expect if step.verb == "expect" else None
+    handlers = self._action_handlers(ev, selector)
+    guess, ranked = finder.guess(selector, (step.verb, kind, selector), check,
+                                 ev.get("expected"), ev.get("rubric_selectors") or [],
+                                 handlers, _ACTION_EVENTS.get(step.verb, ()))
+    self.target_note = {"selector": selector, "candidates": ranked,
+                        "guess": None if guess is None else ranked[0]["element"]}
+    if guess is None:
+      self.target_note["why"] = ("no element is plausible" if not ranked or
+                                 ranked[0]["score"] < MIN_SCORE else
+                                 "several elements are equally plausible")
+      return
+    direct.append(finder.attribute_span(guess.element, guess.attribute, guess.value))
+    shared = guess.attribute == "class" and sum(
+        guess.value in t.attributes.get("class", "").split() for t in finder.tags) > 1
+    if not shared:
+      for stmt in finder.references(guess.attribute, guess.value):
+        callbacks = self._callbacks(stmt)
+        direct.extend(subtract_spans([stmt], callbacks))
+        context.extend(callbacks)
+    bindings = finder.bindings_of(guess.element)
+    context.extend(b.stmt for b in bindings)
+    context.extend(finder.handler_spans(bindings))
+    for sel in finder.selectors_for(guess.element):
+      context.extend(self.index.element_writes(sel))
+    context.append(guess.element.app_span)
+
+  def _callbacks(self, stmt: Span) -> list[Span]:
+    """Functions passed inside a statement (its callbacks)."""
+    return [f.span for f in self.index.functions if contains(stmt, f.span) and f.span != stmt]
+
+  def _action_handlers(self, ev: dict[str, Any], missing: str) -> list[Span]:
+    """Handler functions (and what they call) of the elements the rubric acted on."""
+    spans = []
+    for lst in ev.get("listeners") or []:
+      pos = self._position(lst) if isinstance(lst, dict) else None
+      func = self.index.function_at(pos) if pos is not None else None
+      if func is not None:
+        spans.append(func.span)
+    finder = self.targets
+    for action in _actions(ev.get("path")):
+      if action.selector and action.selector != missing:
+        for tag in finder.tags:
+          if last_compound(action.selector).matches(tag):
+            spans.extend(finder.handler_spans(finder.bindings_of(tag)))
+    return finder.closure(spans)
 
   def html_ids(self) -> list[tuple[str, Span, Span]]:
     """(id, start-tag span, element span) of the static elements that have an id."""
@@ -473,6 +540,13 @@ def _normalize(text: str) -> tuple[str, list[int]]:
       chars.extend(m.group())
       where.extend(range(m.start(), m.end()))
   return "".join(chars), where
+
+
+def _missing_selector(ev: dict[str, Any]) -> str | None:
+  """The failing step's selector when it matched nothing (a count of zero included)."""
+  element = ev.get("element") if isinstance(ev.get("element"), dict) else {}
+  selector = ev.get("selector")
+  return selector if isinstance(selector, str) and element.get("exists") is False else None
 
 
 def _actions(steps: Any, keep_expect: bool = False) -> list[dsl.Step]:

@@ -251,6 +251,7 @@ class Evaluator:
     logs: list[PageLog] = []
     results: dict[str, RubricResult] = {}
     runtime_ok, hangs = True, 0
+    selectors = sorted({s.selector for r in task.rubrics for s in r.steps or () if s.selector})
     groups = self._plan(task) or [[]]
     for gi, group in enumerate(groups):
       if hangs >= _MAX_HANGS:
@@ -269,7 +270,7 @@ class Evaluator:
         break
       for r in group:
         run = await runner.run(r.steps, r.level)
-        results[r.id], issue = self._rubric_result(r, run, session, mapper)
+        results[r.id], issue = self._rubric_result(r, run, session, mapper, selectors)
         if issue is not None:
           issues.append(issue)
         if run.hang:
@@ -311,7 +312,10 @@ class Evaluator:
     return out
 
   def _rubric_result(self, r, run: rubric_runner.RubricRun, session: PageSession,
-                     mapper: _Mapper) -> tuple[RubricResult, Issue | None]:
+                     mapper: _Mapper, selectors: Sequence[str] = ()
+                     ) -> tuple[RubricResult, Issue | None]:
+    """The rubric's result and its issue; the evidence names the rubric's whole check and
+    every selector of the task (what a missing target may have been renamed from)."""
     if run.passed is None:
       return RubricResult(r.id, None, None, run.detail), None
     if run.passed:
@@ -323,6 +327,9 @@ class Evaluator:
     direct: list[tuple[int, int]] = []
     if f.selector is not None:
       evidence["selector"] = f.selector
+    if f.element is not None and not f.element.get("exists"):
+      evidence["check"] = [str(s) for s in r.steps]
+      evidence["rubric_selectors"] = list(selectors)
     if f.element is not None:
       evidence["element"] = {k: f.element.get(k) for k in
                              ("tag", "id", "classes", "outer_html", "exists")}
