@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rcca_jax.credit.align import Span, contains, merge_spans, subtract_spans
-from rcca_jax.credit.context import JsIndex, expand_context, statement_span
+from rcca_jax.credit.context import FUNCTION_TYPES, JsIndex, expand_context, statement_span
 from rcca_jax.credit.targets import MIN_SCORE, TargetFinder, last_compound, parse_steps
 from rcca_jax.evaluation import dsl
 from rcca_jax.evaluation.extract import Extraction, extract_app
@@ -38,6 +38,7 @@ _ACTION_EVENTS = {
 _ACTION_EVENTS["dblclick"] = _ACTION_EVENTS["click"] + ("dblclick",)
 _ACTION_EVENTS["uncheck"] = _ACTION_EVENTS["check"]
 _GLOBAL_TARGETS = ("document", "window", "document.body")
+_LOOPS = frozenset({"for_statement", "for_in_statement", "while_statement", "do_statement"})
 _NULL_ACCESS = re.compile(
     r"Cannot (?:read|set) propert(?:y|ies) (?:of (?:null|undefined) )?\((?:reading|setting) "
     r"'([^']+)'\)|(?:null|undefined) is not an object \(evaluating '([^']+)'\)")
@@ -198,6 +199,8 @@ class Localizer:
     if not stmts:
       return []
     pos, stmt = stmts[0]
+    if ev.get("hang"):
+      return self._loop(pos, stmts[1:], context)
     callbacks = [f.span for f in self.index.functions
                  if contains(stmt, f.span) and not f.span[0] <= pos < f.span[1]
                  and f.span != stmt]
@@ -208,6 +211,31 @@ class Localizer:
     if m:
       direct.extend(self._null_sources(stmt, m.group(1) or m.group(2)))
     return direct
+
+  def _loop(self, pos: int, outer: list[tuple[int, Span]], context: list[Span]) -> list[Span]:
+    """Direct spans of a hang: the header of the innermost loop around the position where
+    the script was paused (the statement itself when no loop encloses it in its function)."""
+    html = self.app.html
+    while pos < len(html) - 1 and html[pos].isspace():   # a line position (profiler)
+      pos += 1
+    stmt = self.statement_at(pos) or (pos, pos + 1)
+    block = self.app.block_at(pos)
+    node = block.node_at(pos) if block is not None else None
+    while node is not None and node.type not in _LOOPS and node.type not in FUNCTION_TYPES:
+      node = node.parent
+    context.extend(s for _, s in outer)
+    if node is None or node.type not in _LOOPS:
+      return [stmt]
+    start, end = block.node_app_span(node)
+    body = node.child_by_field_name("body")
+    if body is not None and node.type == "do_statement":
+      start = block.node_app_span(body)[1]          # `while (cond);` after the body
+    elif body is not None:
+      end = block.node_app_span(body)[0]            # `while (cond)` / `for (...)`
+    text = self.app.html[start:end]
+    header = (start + len(text) - len(text.lstrip()), end - len(text) + len(text.rstrip()))
+    context.append(block.node_app_span(node))
+    return [header] if contains(header, stmt) or contains(stmt, header) else [header, stmt]
 
   def _null_sources(self, stmt: Span, prop: str) -> list[Span]:
     """Where the null/undefined object whose `prop` the statement accessed was assigned."""

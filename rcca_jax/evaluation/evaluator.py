@@ -110,9 +110,9 @@ class _Mapper:
     span = self.parsed.statement_at(self.ex.line_col_to_app(line, column))
     return self.ex.span_to_response(*span) if span else []
 
-  def frames(self, exc: PageException, url: str) -> list[dict[str, Any]]:
+  def frames(self, frames: Sequence[dict[str, Any]], url: str) -> list[dict[str, Any]]:
     out = []
-    for f in exc.frames[:20]:
+    for f in frames[:20]:
       mine = f["url"] == url
       out.append({"function": f["function"], "line": f["line"], "column": f["column"],
                   "url": f["url"], "offset": self.offset(f["line"], f["column"]) if mine else None})
@@ -120,7 +120,7 @@ class _Mapper:
 
   def exception(self, exc: PageException, url: str) -> tuple[dict[str, Any], list]:
     """Evidence and direct spans of an uncaught exception (innermost app frame)."""
-    stack = self.frames(exc, url)
+    stack = self.frames(exc.frames, url)
     top = next((f for f in stack if f["offset"] is not None), None)
     direct = self.statement(top["line"], top["column"]) if top else []
     evidence = {"exception": {"message": exc.message, "offset": top["offset"] if top else None},
@@ -276,8 +276,11 @@ class Evaluator:
         if run.hang:
           hangs += 1
           runtime_ok = False
+          evidence = {"hang": run.hang, "path": run.path}
+          if session.log.hang_frames:
+            evidence["stack"] = mapper.frames(session.log.hang_frames, session.log.url)
           issues.append(Issue("runtime", f"the page hung during rubric {r.id}: {run.hang}",
-                              evidence={"hang": run.hang, "path": run.path}))
+                              evidence=evidence))
         elif run.exceptions and self.config.gate_on_interaction_errors:
           runtime_ok = False
           for exc in _distinct(run.exceptions):
@@ -300,8 +303,10 @@ class Evaluator:
 
   def _load_issues(self, load, log: PageLog, mapper: _Mapper) -> list[Issue]:
     if not load.ok:
-      return [Issue("runtime", load.reason or "the page did not load",
-                    evidence={"hang": load.reason})]
+      evidence = {"hang": load.reason}
+      if log.hang_frames:
+        evidence["stack"] = mapper.frames(log.hang_frames, log.url)
+      return [Issue("runtime", load.reason or "the page did not load", evidence=evidence)]
     out = []
     for exc in _distinct(log.exceptions):
       evidence, direct = mapper.exception(exc, log.url)
@@ -347,6 +352,8 @@ class Evaluator:
       evidence["console"] = [c.text for c in session.log.console_errors[:10]]
     if f.hang:
       evidence["hang"] = f.hang
+      if session.log.hang_frames:
+        evidence["stack"] = mapper.frames(session.log.hang_frames, session.log.url)
     issue = Issue("rubric", f.message, rubric_id=r.id, severity=f.severity, direct=direct,
                   evidence=evidence)
     return RubricResult(r.id, False, f.severity, f.message), issue
