@@ -145,7 +145,10 @@ class Localizer:
     ev = issue.get("evidence") or {}
     self.target_note = None
     direct_resp: list[Span] = []
-    if _is_span(ev.get("node_span")):
+    syntax = [tuple(x) for x in ev.get("syntax_spans") or [] if _is_span(x)]
+    if syntax:                           # the construct left open and where parsing fails
+      direct_resp.extend(syntax)
+    elif _is_span(ev.get("node_span")):
       direct_resp.append(tuple(ev["node_span"]))
     for quote in ev.get("quotes") or []:
       if isinstance(quote, str):
