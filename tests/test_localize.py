@@ -591,3 +591,58 @@ class RenamedTargetBrowserTest(absltest.TestCase):
                               "document.getElementById('plus').addEventListener('click', ",
                               ");"])
     self.assertIn("() => { n++; c.textContent = n; }", self._texts(issue["context"]))
+
+
+_BINDINGS = """<!DOCTYPE html><html><body>
+<span id="count">0</span>
+<button id="inc">+</button><button id="dec" onclik="dec()">-</button>
+<button id="reset">0</button>
+<script>
+let n = 0;
+const out = document.getElementById('count');
+function dec() { n -= 1; out.textContent = n; }
+document.getElementById('inc').addEventListener('clik', () => { n += 1; out.textContent = n; });
+const resetBtn = document.getElementById('reset');
+resetBtn.onclik = () => { n = 0; out.textContent = n; };
+</script></body></html>"""
+BINDINGS = "```html\n" + _BINDINGS + "\n```"
+
+
+class WrongEventTest(parameterized.TestCase):
+  """A listener bound to an event the action does not fire: the binding is direct."""
+
+  def _issue(self, target, listeners=()):
+    ext = extract_app(BINDINGS)
+    path = [f'click "#{target}"', 'expect text "#count" == "1"']
+    ev = {"step": path[-1], "step_index": 1, "path": path, "selector": "#count",
+          "element": {"tag": "span", "id": "count", "exists": True}, "expected": "1",
+          "listeners": list(listeners)}
+    record = {"html_span": list(ext.html_span), "issues": [
+        {"stage": "rubric", "rubric_id": "r", "severity": "major", "message": "m",
+         "direct": [], "context": [], "evidence": ev}]}
+    (issue,) = localize_record(record, BINDINGS)["issues"]
+    return ([BINDINGS[a:b] for a, b in issue["direct"]],
+            [BINDINGS[a:b] for a, b in issue["context"]])
+
+  def test_misspelt_listener_from_the_browser(self):
+    handler = BINDINGS.index("() => { n += 1")
+    direct, ctx = self._issue("inc", [{"type": "clik", "offset": handler, "line": 0,
+                                       "column": 0, "node": "target", "selector": "button#inc"}])
+    self.assertIn("document.getElementById('inc').addEventListener('clik', ", direct)
+    self.assertNotIn("() => { n += 1; out.textContent = n; }", direct)
+    self.assertIn("() => { n += 1; ", ctx)      # the handler (its write of #count is direct)
+    self.assertNotIn('<button id="inc">+</button>', direct)   # bound: not "no binding"
+
+  def test_change_listener_on_a_button_does_not_fire_on_click(self):
+    handler = BINDINGS.index("() => { n += 1")
+    direct, _ = self._issue("inc", [{"type": "change", "offset": handler, "line": 0,
+                                     "column": 0, "node": "target", "selector": "button#inc"}])
+    self.assertIn("document.getElementById('inc').addEventListener('clik', ", direct)
+
+  @parameterized.named_parameters(
+      ("property", "reset", "resetBtn.onclik = "),
+      ("attribute", "dec", 'onclik="dec()'),
+  )
+  def test_misspelt_binding_without_a_listener(self, target, binding):
+    direct, _ = self._issue(target)
+    self.assertIn(binding, direct)

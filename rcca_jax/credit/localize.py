@@ -39,6 +39,14 @@ _ACTION_EVENTS["dblclick"] = _ACTION_EVENTS["click"] + ("dblclick",)
 _ACTION_EVENTS["uncheck"] = _ACTION_EVENTS["check"]
 _GLOBAL_TARGETS = ("document", "window", "document.body")
 _LOOPS = frozenset({"for_statement", "for_in_statement", "while_statement", "do_statement"})
+_FORM_TAGS = frozenset({"input", "select", "textarea", "label", "option", "form"})
+_DOM_EVENTS = frozenset(
+    t for events in _ACTION_EVENTS.values() for t in events) | frozenset({
+        "load", "DOMContentLoaded", "resize", "scroll", "focus", "blur", "focusin", "focusout",
+        "contextmenu", "wheel", "animationend", "transitionend", "beforeunload", "hashchange",
+        "popstate", "storage", "visibilitychange", "error", "reset", "invalid", "drag",
+        "dragstart", "dragend", "dragover", "dragenter", "dragleave", "drop", "copy", "paste",
+        "cut", "pointerleave", "pointerout", "pointercancel", "touchmove", "selectionchange"})
 _NULL_ACCESS = re.compile(
     r"Cannot (?:read|set) propert(?:y|ies) (?:of (?:null|undefined) )?\((?:reading|setting) "
     r"'([^']+)'\)|(?:null|undefined) is not an object \(evaluating '([^']+)'\)")
@@ -255,18 +263,26 @@ class Localizer:
   def _listeners(self, ev: dict[str, Any], direct: list[Span], context: list[Span]) -> None:
     """Handlers of the elements the rubric acted on (CDP), else bindings found in the JS.
 
-    An acted-on element with no binding at all is blamed itself, and the bindings of
-    the same events elsewhere (where the missing one would be) are context."""
+    A listener on an acted-on element whose event the action does not fire (`clik`,
+    `change` on a button) blames its binding statement; its handler is context. An
+    acted-on element with no binding at all is blamed itself, and the bindings of the
+    same events elsewhere (where the missing one would be) are context."""
     missing = _missing_selector(ev)     # nothing to bind: `_element` guesses the target
     actions = [a for a in _actions(ev.get("path")) if missing is None or a.selector != missing]
-    types = {t for a in actions for t in _ACTION_EVENTS.get(a.verb, ())}
     listeners = [l for l in ev.get("listeners") or [] if isinstance(l, dict)]
-    relevant = [l for l in listeners if l.get("type") in types] or listeners
+    tags = {a.selector: self._tag_name(a.selector) for a in actions}
+    fires = [l for l in listeners if any(_fires(a, tags[a.selector], l) for a in actions)]
+    misbound = [l for l in listeners if l not in fires and _misbound(l, actions, fires)]
     found = False
-    for lst in relevant:
+    for lst in fires or ([] if misbound else listeners):
       pos = self._position(lst)
       if pos is not None:
         found |= self._handler(pos, direct)
+    for lst in misbound:
+      pos = self._position(lst)
+      if pos is not None:
+        found |= self._binding_of_handler(pos, direct, context)
+    types = {t for a in actions for t in _ACTION_EVENTS.get(a.verb, ())}
     delegated = any(l.get("node") == "ancestor" and l.get("type") in types for l in listeners)
     for action in actions:
       if delegated or (action.selector is None and action.verb != "press"):
@@ -278,32 +294,83 @@ class Localizer:
       events = _ACTION_EVENTS.get(action.verb, ())
       ids = re.findall(r"#([\w-]+)", action.selector)
       if found and ids and not any(
-          l.get("node") == "target" and l.get("type") in events
+          l.get("node") == "target" and (l.get("type") in events or l in misbound)
           and re.search("#" + re.escape(ids[-1]) + r"(?![\w-])", str(l.get("selector", "")))
           for l in listeners):
         self._missing_binding(action.selector, direct, context)
     if found or not actions:
       return
     for action in actions:             # no browser evidence: bindings in the source
-      lookups = [] if action.selector is None else self.index.element_lookups(action.selector)
-      targets = set(_GLOBAL_TARGETS) if action.selector is None else {
-          lk.var[0] for lk in lookups if lk.var}
-      chained = {lk.stmt for lk in lookups if lk.var is None}   # el(...).addEventListener
-      events = _ACTION_EVENTS.get(action.verb, ())
-      tags = [tag for i, tag, _ in self.html_ids()
-              if action.selector and action.selector.strip() == "#" + i]
-      before = len(direct)
-      for b in self.index.bindings:
-        if b.target == "<attribute>" and any(contains(t, b.stmt) for t in tags):
-          direct.append(b.stmt)
-          self._callees(b.stmt, direct)
-        elif b.event in events and (b.target in targets or b.stmt in chained):
-          if b.handler_span is not None:
-            direct.append(b.handler_span)
-          for f in self.index.functions_named(b.handler_name or ""):
-            direct.append(f.span)
-      if len(direct) == before:
+      if not self._source_bindings(action, direct, context):
         self._missing_binding(action.selector, direct, context)
+
+  def _source_bindings(self, action: dsl.Step, direct: list[Span],
+                       context: list[Span]) -> bool:
+    """Handlers bound in the JS to the action's element for events it fires; failing
+    those, its bindings to other events (their statements direct, handlers context)."""
+    lookups = [] if action.selector is None else self.index.element_lookups(action.selector)
+    targets = set(_GLOBAL_TARGETS) if action.selector is None else {
+        lk.var[0] for lk in lookups if lk.var}
+    chained = {lk.stmt for lk in lookups if lk.var is None}   # el(...).addEventListener
+    events = _ACTION_EVENTS.get(action.verb, ())
+    tags = [t.app_span for t in self.targets.tags
+            if action.selector and last_compound(action.selector).ids
+            and last_compound(action.selector).matches(t)]
+    mine = [b for b in self.index.bindings
+            if (b.target == "<attribute>" and any(contains(t, b.stmt) for t in tags))
+            or b.target in targets or b.stmt in chained]
+    before = len(direct)
+    for b in mine:
+      if b.event not in events and b.event is not None:
+        continue
+      if b.target == "<attribute>":
+        direct.append(b.stmt)
+        self._callees(b.stmt, direct)
+        continue
+      if b.handler_span is not None:
+        direct.append(b.handler_span)
+      for f in self.index.functions_named(b.handler_name or ""):
+        direct.append(f.span)
+    if len(direct) > before or action.selector is None:
+      return len(direct) > before
+    for b in mine:                       # bound, but to an event the action does not fire
+      direct.extend(self._binding_statement(b, context))
+    return len(direct) > before
+
+  def _binding_of_handler(self, pos: int, direct: list[Span], context: list[Span]) -> bool:
+    """A listener of the wrong event: the statement binding it is direct, its handler
+    context (the handler itself when no binding in the source names it)."""
+    func = self.index.function_at(pos)
+    if func is None:
+      return self._handler(pos, direct)
+    bindings = [b for b in self.index.bindings
+                if b.handler_span == func.span or (func.name and b.handler_name == func.name)]
+    if not bindings:
+      return self._handler(pos, direct)
+    for b in bindings:
+      direct.extend(self._binding_statement(b, context))
+    context.append(func.span)
+    return True
+
+  def _binding_statement(self, b, context: list[Span]) -> list[Span]:
+    """A binding's own text: the statement without the functions it passes (context), or
+    an `on*="..."` attribute with its name."""
+    if b.target == "<attribute>":
+      m = re.search(r"\bon[a-z]+\s*=\s*[\"']?\Z", self.app.html[max(0, b.stmt[0] - 40):b.stmt[0]],
+                    re.IGNORECASE)
+      return [(b.stmt[0] - len(m.group()) if m else b.stmt[0], b.stmt[1])]
+    callbacks = self._callbacks(b.stmt)
+    context.extend(callbacks)
+    return subtract_spans([b.stmt], callbacks)
+
+  def _tag_name(self, selector: str | None) -> str | None:
+    """The tag of the element a selector names, from the selector or the static markup."""
+    if selector is None:
+      return None
+    want = last_compound(selector)
+    if want.tag or not want.ids:
+      return want.tag
+    return next((t.tag for t in self.targets.tags if want.matches(t)), None)
 
   def _missing_binding(self, selector: str | None, direct: list[Span],
                        context: list[Span]) -> None:
@@ -571,6 +638,27 @@ def _normalize(text: str) -> tuple[str, list[int]]:
       chars.extend(m.group())
       where.extend(range(m.start(), m.end()))
   return "".join(chars), where
+
+
+def _fires(action: dsl.Step, tag: str | None, listener: dict[str, Any]) -> bool:
+  """Whether the action fires the listener's event (a click changes form controls only)."""
+  event = listener.get("type")
+  if event not in _ACTION_EVENTS.get(action.verb, ()):
+    return False
+  return not (action.verb in ("click", "dblclick") and event in ("change", "input")
+              and tag is not None and tag not in _FORM_TAGS)
+
+
+def _misbound(listener: dict[str, Any], actions: Sequence[dsl.Step],
+              fires: Sequence[dict[str, Any]]) -> bool:
+  """A listener on the acted-on element (with none there that fires), or anywhere with a
+  misspelling of an event the actions fire."""
+  events = sorted({t for a in actions for t in _ACTION_EVENTS.get(a.verb, ())})
+  if listener.get("node") == "target":
+    return not any(l.get("node") == "target" and l.get("selector") == listener.get("selector")
+                   for l in fires) and bool(actions)
+  event = str(listener.get("type", ""))
+  return event not in _DOM_EVENTS and bool(difflib.get_close_matches(event, events, cutoff=0.75))
 
 
 def _missing_selector(ev: dict[str, Any]) -> str | None:
