@@ -374,16 +374,18 @@ class Localizer:
 
   def _missing_binding(self, selector: str | None, direct: list[Span],
                        context: list[Span]) -> None:
-    """The rubric acted on an element that nothing listens to: blame the element. Context:
-    the app's event wiring, functions and variables nothing uses any more, and the code
+    """The rubric acted on an element that nothing listens to. Nothing is direct (the
+    binding that is missing has no text); context: the element, the app's event wiring
+    (the siblings' bindings), functions and variables nothing uses any more, and the code
     that holds the element (its look-ups, their uses, and the functions using it: the
     would-be handler)."""
+    del direct
     context.extend(b.stmt for b in self.index.bindings)
     context.extend(f.span for f in self.index.unused_functions())
     context.extend(self.index.unread_variables())
     if selector is None:
       return
-    direct.extend(self._markup({}, selector))
+    context.extend(self._markup({}, selector))
     ids = re.findall(r"#([\w-]+)", selector)
     classes = set()
     for tag in self.app.start_tags:
@@ -517,11 +519,14 @@ class Localizer:
     return [tag]
 
   def _creators(self, selector: str) -> list[Span]:
-    """JS statements whose string literals name the selector's id or classes."""
+    """JS statements whose string literals name the selector's id or classes: the name
+    alone, as a selector (`#x`, `.x`) or in markup (`id="x"`, `class="a x"`)."""
     names = re.findall(r"[#.]([\w-]+)", selector)
     if not names:
       return []
-    pats = [re.compile(r"(?<![\w-])" + re.escape(n) + r"(?![\w-])") for n in names]
+    pats = [re.compile(r"^[\"'`]\s*" + re.escape(n) + r"\s*[\"'`]$|[#.]" + re.escape(n)
+                       + r"(?![\w-])|\b(?:id|class)\s*=\s*[\"'][^\"']*(?<![\w-])" + re.escape(n)
+                       + r"(?![\w-])") for n in names]
     return sorted({stmt for text, stmt in self.index.strings if any(p.search(text) for p in pats)})
 
   def _missing_target(self, ev: dict[str, Any], selector: str, step: dsl.Step,

@@ -206,6 +206,18 @@ class TargetFinder:
       spans.extend(f.span for f in self.index.functions_named(b.handler_name or ""))
     return self.closure(spans)
 
+  def reads_in(self, tag: StartTag, spans: Sequence[Span]) -> bool:
+    """Whether code in `spans` looks the element up or uses the variable holding it."""
+    for sel in self.selectors_for(tag):
+      for lk in self.index.element_lookups(sel):
+        if any(contains(s, lk.stmt) for s in spans):
+          return True
+        if lk.var is not None and any(
+            r.scope == lk.var[1] and (r.key == lk.var[0] or r.key.startswith(lk.var[0] + "."))
+            and any(contains(s, r.span) for s in spans) for r in self.index.refs):
+          return True
+    return False
+
   def writes_in(self, selector: str, spans: Sequence[Span]) -> bool:
     return any(contains(s, w) for w in self.index.element_writes(selector) for s in spans)
 
@@ -219,6 +231,9 @@ class TargetFinder:
     verb, kind, _ = failing
     taken_ids = {i for sel in taken if sel != selector for i in last_compound(sel).ids}
     expect_sels = [s for v, _, s in check if v == "expect" and s and s != selector]
+    others = self.handler_spans([b for v, _, sel in check if v != "expect" and sel != selector
+                                 for t in self.tags if last_compound(sel).matches(t)
+                                 for b in self.bindings_of(t)])
     ranked = []
     for tag in self.tags:
       if tag.attributes.get("id") in taken_ids:
@@ -231,7 +246,7 @@ class TargetFinder:
       if kind == "value" and tag.tag not in ("input", "textarea", "select"):
         continue
       score, attr, value, why = self._score(tag, want, verb, kind, expected, bound,
-                                            expect_sels, action_handlers)
+                                            expect_sels, action_handlers, others)
       if score > 0:
         ranked.append((score, tag.app_span, tag, attr, value, why))
     ranked.sort(key=lambda r: (-r[0], r[1]))
@@ -246,7 +261,8 @@ class TargetFinder:
 
   def _score(self, tag: StartTag, want: Compound, verb: str, kind: str | None,
              expected: object, bound: list, expect_sels: Sequence[str],
-             action_handlers: Sequence[Span]) -> tuple[float, str, str, str]:
+             action_handlers: Sequence[Span],
+             others: Sequence[Span]) -> tuple[float, str, str, str]:
     attrs = [("id", tag.attributes.get("id", ""))]
     attrs += [("class", c) for c in tag.attributes.get("class", "").split()]
     attrs += [("name", tag.attributes.get("name", ""))]
@@ -269,6 +285,8 @@ class TargetFinder:
         handlers = self.handler_spans(bound)
         if any(self.writes_in(sel, handlers) for sel in expect_sels):
           wiring = 1.0
+      if others and self.reads_in(tag, others):   # e.g. a field read by the submit handler
+        wiring = 1.0
     else:
       own = self.selectors_for(tag)
       if action_handlers and any(self.writes_in(sel, action_handlers) for sel in own):
