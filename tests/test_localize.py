@@ -383,6 +383,11 @@ class MissingTargetTest(parameterized.TestCase):
                                selectors=("#value",))
     self.assertEqual(direct[0], 'id="display"')
 
+  def test_renamed_ancestor_of_a_counted_selector(self):
+    _, direct, _ = self._issue('expect count "#plus-button span" == 1', "#plus-button span",
+                               selectors=("#plus-button span",))
+    self.assertEqual(direct[0], 'id="plus"')
+
   def test_no_plausible_element_blames_nothing_directly(self):
     issue, direct, _ = self._issue('fill "#email" "a@b.c"', "#email")
     self.assertEqual(direct, [])
@@ -396,6 +401,24 @@ class MissingTargetTest(parameterized.TestCase):
     self.assertEqual(issue["evidence"]["target_guess"]["why"],
                      "several elements are equally plausible")
     self.assertLen(issue["evidence"]["target_guess"]["candidates"], 2)
+
+  def test_renamed_field_read_by_the_submit_handler(self):
+    app = ("```html\n<input id=\"w\" type=\"number\"><input id=\"f2\" type=\"number\">"
+           "<input id=\"note\" type=\"text\"><button id=\"go\">=</button><p id=\"out\"></p>"
+           "<script>\ndocument.getElementById('go').addEventListener('click', () => {\n"
+           "  const w = Number(document.getElementById('w').value);\n"
+           "  const h = Number(document.getElementById('f2').value);\n"
+           "  document.getElementById('out').textContent = w / h;\n});\n</script>\n```")
+    steps = ['fill "#w" "2"', 'fill "#height" "4"', 'click "#go"', 'expect text "#out" == "0.5"']
+    ev = {"step": steps[1], "step_index": 1, "path": steps[:2], "check": steps,
+          "selector": "#height", "element": {"exists": False},
+          "rubric_selectors": ["#w", "#height", "#go", "#out"]}
+    record = {"html_span": list(extract_app(app).html_span), "issues": [
+        {"stage": "rubric", "rubric_id": "r", "severity": "critical", "message": "m",
+         "direct": [], "context": [], "evidence": ev}]}
+    (issue,) = localize_record(record, app)["issues"]
+    self.assertEqual([app[a:b] for a, b in issue["direct"]],
+                     ['id="f2"', "const h = Number(document.getElementById('f2').value);"])
 
   @parameterized.parameters(
       ("theme-toggle", "toggle", 0.7), ("inc", "plus", 0.8), ("count", "counter", 0.9),

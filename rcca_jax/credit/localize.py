@@ -476,6 +476,8 @@ class Localizer:
       want = last_compound(selector)
       if want.ids or (want.classes and not creators):   # a name the app may have changed
         self._missing_target(ev, selector, step, direct, context)
+      elif (absent := self._absent_id(selector)) is not None:    # `#renamed option`
+        self._missing_target(ev, absent, step, direct, context)
       return
     markup = self._markup(ev, selector)
     if step.verb != "expect":
@@ -562,6 +564,11 @@ class Localizer:
     for sel in finder.selectors_for(guess.element):
       context.extend(self.index.element_writes(sel))
     context.append(guess.element.app_span)
+
+  def _absent_id(self, selector: str) -> str | None:
+    """`#x` for the first id in the selector that no static element has."""
+    known = {t.attributes.get("id") for t in self.targets.tags}
+    return next((f"#{i}" for i in re.findall(r"#([\w-]+)", selector) if i not in known), None)
 
   def _callbacks(self, stmt: Span) -> list[Span]:
     """Functions passed inside a statement (its callbacks)."""
