@@ -263,12 +263,41 @@ class TargetFinder:
              expected: object, bound: list, expect_sels: Sequence[str],
              action_handlers: Sequence[Span],
              others: Sequence[Span]) -> tuple[float, str, str, str]:
+    """(score, identifying attribute, its value, why) of one candidate."""
+    sim, attr, value = self._name_score(tag, want)
+    why = [f"name {sim:.2f}"]
+    if verb != "expect":
+      wiring = 0.5 if bound else 0.0
+      if bound and any(self.writes_in(sel, self.handler_spans(bound)) for sel in expect_sels):
+        wiring = 1.0                                 # its handler writes what is expected
+      if others and self.reads_in(tag, others):    # e.g. a field read by the submit handler
+        wiring = 1.0
+    else:
+      own = self.selectors_for(tag)
+      wiring = 0.0
+      if action_handlers and any(self.writes_in(sel, action_handlers) for sel in own):
+        wiring = 1.0                                 # what the rubric's actions write
+      elif any(self.index.element_writes(sel) for sel in own):
+        wiring = 0.5
+    if wiring:
+      why.append(f"wiring {wiring:g}")
+    bonus = 0.0
+    text = self.element_text(tag)
+    if (kind in ("text", "number") and isinstance(expected, (str, int, float)) and text
+        and text == " ".join(str(expected).split())):
+      bonus = TEXT_BONUS
+      why.append("text equal")
+    return sim + WIRING_WEIGHT * wiring + bonus, attr, value, ", ".join(why)
+
+  def _name_score(self, tag: StartTag, want: Compound) -> tuple[float, str, str]:
+    """The best similarity of the wanted names to the element's id / classes / name (or
+    short text), and the attribute that achieves it (the id when none does)."""
     attrs = [("id", tag.attributes.get("id", ""))]
     attrs += [("class", c) for c in tag.attributes.get("class", "").split()]
     attrs += [("name", tag.attributes.get("name", ""))]
     attrs = [(a, v) for a, v in attrs if v]
     text = self.element_text(tag)
-    sim, attr, value = 0.0, (attrs[0] if attrs else ("", ""))[0], (attrs[0] if attrs else ("", ""))[1]
+    sim, attr, value = 0.0, *(attrs[0] if attrs else ("", ""))
     for name in want.names:
       for a, v in attrs:
         s = name_similarity(name, v)
@@ -276,33 +305,7 @@ class TargetFinder:
           sim, attr, value = s, a, v
       if text and len(text) <= 20:
         sim = max(sim, 0.9 * name_similarity(name, text))
-    sim = sim if sim >= MIN_SIMILARITY else 0.0
-    why = [f"name {sim:.2f}"]
-    wiring = 0.0
-    if verb != "expect":
-      if bound:
-        wiring = 0.5
-        handlers = self.handler_spans(bound)
-        if any(self.writes_in(sel, handlers) for sel in expect_sels):
-          wiring = 1.0
-      if others and self.reads_in(tag, others):   # e.g. a field read by the submit handler
-        wiring = 1.0
-    else:
-      own = self.selectors_for(tag)
-      if action_handlers and any(self.writes_in(sel, action_handlers) for sel in own):
-        wiring = 1.0
-      elif any(self.index.element_writes(sel) for sel in own):
-        wiring = 0.5
-    if wiring:
-      why.append(f"wiring {wiring:g}")
-    bonus = 0.0
-    if (kind in ("text", "number") and isinstance(expected, (str, int, float)) and text
-        and text == " ".join(str(expected).split())):
-      bonus = TEXT_BONUS
-      why.append("text equal")
-    if not attrs:            # nothing to name it by: only its start tag can be blamed
-      attr, value = "", ""
-    return sim + WIRING_WEIGHT * wiring + bonus, attr, value, ", ".join(why)
+    return (sim if sim >= MIN_SIMILARITY else 0.0), attr, value
 
   def attribute_span(self, tag: StartTag, attr: str, value: str) -> Span:
     """The `attr="value"` text in the start tag (the whole start tag when not found)."""
