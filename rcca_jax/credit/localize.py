@@ -30,7 +30,7 @@ _ACTION_EVENTS = {
               "touchend", "change", "input", "submit"),
     "hover": ("mouseover", "mouseenter", "mousemove", "pointerover", "pointerenter",
               "pointermove", "mouseout", "mouseleave"),
-    "fill": ("input", "change", "keydown", "keyup", "keypress", "beforeinput"),
+    "fill": ("input", "beforeinput"),    # inserted text: no key events, no blur
     "press": ("keydown", "keyup", "keypress", "input", "submit", "change"),
     "select": ("change", "input"),
     "check": ("change", "click", "input"),
@@ -39,6 +39,8 @@ _ACTION_EVENTS["dblclick"] = _ACTION_EVENTS["click"] + ("dblclick",)
 _ACTION_EVENTS["uncheck"] = _ACTION_EVENTS["check"]
 _GLOBAL_TARGETS = ("document", "window", "document.body")
 _LOOPS = frozenset({"for_statement", "for_in_statement", "while_statement", "do_statement"})
+_VALUE_INPUTS = frozenset({"date", "time", "datetime-local", "month", "week", "color", "range"})
+_JS_LOOKUP = re.compile(r"(getElementById|querySelector(?:All)?)\(\s*[\"'`]([^\"'`]+)[\"'`]")
 _FORM_TAGS = frozenset({"input", "select", "textarea", "label", "option", "form"})
 _DOM_EVENTS = frozenset(
     t for events in _ACTION_EVENTS.values() for t in events) | frozenset({
@@ -270,7 +272,7 @@ class Localizer:
     missing = _missing_selector(ev)     # nothing to bind: `_element` guesses the target
     actions = [a for a in _actions(ev.get("path")) if missing is None or a.selector != missing]
     listeners = [l for l in ev.get("listeners") or [] if isinstance(l, dict)]
-    tags = {a.selector: self._tag_name(a.selector) for a in actions}
+    tags = {a.selector: self._target_kind(a.selector) for a in actions}
     fires = [l for l in listeners if any(_fires(a, tags[a.selector], l) for a in actions)]
     misbound = [l for l in listeners if l not in fires and _misbound(l, actions, fires)]
     found = False
@@ -312,7 +314,7 @@ class Localizer:
     targets = set(_GLOBAL_TARGETS) if action.selector is None else {
         lk.var[0] for lk in lookups if lk.var}
     chained = {lk.stmt for lk in lookups if lk.var is None}   # el(...).addEventListener
-    events = _ACTION_EVENTS.get(action.verb, ())
+    events = fired_events(action, *self._target_kind(action.selector))
     tags = [t.app_span for t in self.targets.tags
             if action.selector and last_compound(action.selector).ids
             and last_compound(action.selector).matches(t)]
@@ -359,18 +361,21 @@ class Localizer:
       m = re.search(r"\bon[a-z]+\s*=\s*[\"']?\Z", self.app.html[max(0, b.stmt[0] - 40):b.stmt[0]],
                     re.IGNORECASE)
       return [(b.stmt[0] - len(m.group()) if m else b.stmt[0], b.stmt[1])]
-    callbacks = self._callbacks(b.stmt)
-    context.extend(callbacks)
-    return subtract_spans([b.stmt], callbacks)
+    handlers = [b.handler_span] if b.handler_span is not None else []
+    context.extend(handlers)
+    return subtract_spans([b.stmt], handlers)
 
-  def _tag_name(self, selector: str | None) -> str | None:
-    """The tag of the element a selector names, from the selector or the static markup."""
+  def _target_kind(self, selector: str | None) -> tuple[str | None, str]:
+    """(tag, input type) of the element a selector names, from the static markup, else
+    the selector's tag."""
     if selector is None:
-      return None
+      return None, ""
     want = last_compound(selector)
-    if want.tag or not want.ids:
-      return want.tag
-    return next((t.tag for t in self.targets.tags if want.matches(t)), None)
+    tag = next((t for t in self.targets.tags if (want.ids or want.classes or want.attr_names)
+                and want.matches(t)), None)
+    if tag is None:
+      return want.tag, ""
+    return tag.tag, tag.attributes.get("type", "").lower()
 
   def _missing_binding(self, selector: str | None, direct: list[Span],
                        context: list[Span]) -> None:
@@ -466,6 +471,8 @@ class Localizer:
     selector = ev.get("selector")
     steps = _actions(ev.get("step"), keep_expect=True)
     step = steps[0] if steps else None
+    if step is not None and step.expect == "js":
+      self._js_targets(ev, step, direct, context)
     if not isinstance(selector, str) or step is None:
       return
     element = ev.get("element") if isinstance(ev.get("element"), dict) else {}
@@ -477,7 +484,7 @@ class Localizer:
       if want.ids or (want.classes and not creators):   # a name the app may have changed
         self._missing_target(ev, selector, step, direct, context)
       elif (absent := self._absent_id(selector)) is not None:    # `#renamed option`
-        self._missing_target(ev, absent, step, direct, context)
+        self._missing_target(ev, absent, step, direct, context, as_expectation=True)
       return
     markup = self._markup(ev, selector)
     if step.verb != "expect":
@@ -532,17 +539,21 @@ class Localizer:
     return sorted({stmt for text, stmt in self.index.strings if any(p.search(text) for p in pats)})
 
   def _missing_target(self, ev: dict[str, Any], selector: str, step: dsl.Step,
-                      direct: list[Span], context: list[Span]) -> None:
+                      direct: list[Span], context: list[Span],
+                      as_expectation: bool = False) -> None:
     """A selector that matched nothing: blame the element the app most plausibly meant
     (its identifying attribute and the code naming it); its wiring is context. When no
-    element is plausible, the evidence says so and nothing is blamed directly."""
+    element is plausible, the evidence says so and nothing is blamed directly.
+    `as_expectation`: the selector is only part of what the step named (an ancestor, or
+    a look-up inside `expect js`), so any element may be meant."""
     finder = self.targets
     check = parse_steps(ev.get("check") or ev.get("path") or [])
-    kind = step.expect if step.verb == "expect" else None
+    verb, kind = ("expect", "exists") if as_expectation else (
+        step.verb, step.expect if step.verb == "expect" else None)
     handlers = self._action_handlers(ev, selector)
-    guess, ranked = finder.guess(selector, (step.verb, kind, selector), check,
+    guess, ranked = finder.guess(selector, (verb, kind, selector), check,
                                  ev.get("expected"), ev.get("rubric_selectors") or [],
-                                 handlers, _ACTION_EVENTS.get(step.verb, ()))
+                                 handlers, _ACTION_EVENTS.get(verb, ()))
     self.target_note = {"selector": selector, "candidates": ranked,
                         "guess": None if guess is None else ranked[0]["element"]}
     if guess is None:
@@ -564,6 +575,18 @@ class Localizer:
     for sel in finder.selectors_for(guess.element):
       context.extend(self.index.element_writes(sel))
     context.append(guess.element.app_span)
+
+  def _js_targets(self, ev: dict[str, Any], step: dsl.Step, direct: list[Span],
+                  context: list[Span]) -> None:
+    """`expect js` reading an element that does not exist: its missing target."""
+    for method, arg in _JS_LOOKUP.findall(str(step.value)):
+      selector = "#" + arg if method == "getElementById" else arg
+      if self._creators(selector):
+        continue
+      absent = self._absent_id(selector)
+      if absent is not None:
+        self._missing_target(ev, absent, step, direct, context, as_expectation=True)
+        return
 
   def _absent_id(self, selector: str) -> str | None:
     """`#x` for the first id in the selector that no static element has."""
@@ -652,13 +675,23 @@ def _normalize(text: str) -> tuple[str, list[int]]:
   return "".join(chars), where
 
 
-def _fires(action: dsl.Step, tag: str | None, listener: dict[str, Any]) -> bool:
-  """Whether the action fires the listener's event (a click changes form controls only)."""
-  event = listener.get("type")
-  if event not in _ACTION_EVENTS.get(action.verb, ()):
-    return False
-  return not (action.verb in ("click", "dblclick") and event in ("change", "input")
-              and tag is not None and tag not in _FORM_TAGS)
+def fired_events(action: dsl.Step, tag: str | None, kind: str) -> frozenset[str]:
+  """Events the rubric runner's action fires on its target (`tag`, input `kind`): a click
+  changes form controls only; filling inserts text (no key events, no blur), except that
+  it sets date/color/range-like inputs by value (`change`) and clears with Delete."""
+  events = set(_ACTION_EVENTS.get(action.verb, ()))
+  if action.verb in ("click", "dblclick") and tag is not None and tag not in _FORM_TAGS:
+    events -= {"change", "input"}
+  if action.verb == "fill":
+    if kind in _VALUE_INPUTS:
+      events.add("change")
+    if not action.value:
+      events |= {"keydown", "keyup"}
+  return frozenset(events)
+
+
+def _fires(action: dsl.Step, target: tuple[str | None, str], listener: dict[str, Any]) -> bool:
+  return listener.get("type") in fired_events(action, *target)
 
 
 def _misbound(listener: dict[str, Any], actions: Sequence[dsl.Step],

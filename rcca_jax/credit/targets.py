@@ -3,8 +3,9 @@
 A policy often builds the requested element under another name (`<button id="toggle">`
 where the request says `#theme-toggle`, `id="plus"` for `#inc`). `guess_target` ranks
 the static elements by
-  - role: the step must be able to act on it (a click needs something clickable, `fill`
-    an editable field, ...), and a tag the selector names must match;
+  - role: the step must be able to act on it (`fill` needs an editable field, `check` a
+    checkbox, ...; anything can be clicked, elements made for it rank a little higher),
+    and a tag the selector names must match;
   - name: the most similar id / class / name attribute or text (edit distance, shared
     words, a few common synonyms such as inc/plus/add/'+');
   - wiring: the element whose handler writes what the rubric's expectation reads (for
@@ -30,6 +31,7 @@ MIN_LEAD = 0.15        # ... and this lead over the next candidate
 WIRING_WEIGHT = 0.7    # a unique element wired to the rubric's other steps is plausible
 MIN_SIMILARITY = 0.5   # names less alike than this count as unrelated
 TEXT_BONUS = 0.4
+ROLE_BONUS = 0.1       # made for the action (a button for a click): breaks near ties
 
 _SYNONYMS = [set(g.split()) for g in (
     "inc increment increase plus add up more next +",
@@ -60,6 +62,7 @@ class Compound:
   ids: tuple[str, ...]
   classes: tuple[str, ...]
   attrs: tuple[str, ...]          # attribute values named by [attr=value]
+  attr_names: tuple[str, ...] = ()  # attributes the element must have ([attr], [attr=v])
 
   @property
   def names(self) -> tuple[str, ...]:
@@ -69,7 +72,8 @@ class Compound:
     classes = tag.attributes.get("class", "").split()
     return ((self.tag is None or self.tag == tag.tag)
             and all(tag.attributes.get("id") == i for i in self.ids)
-            and all(c in classes for c in self.classes))
+            and all(c in classes for c in self.classes)
+            and all(a in tag.attributes for a in self.attr_names))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +100,8 @@ def last_compound(selector: str) -> Compound:
   return Compound(tag.group().lower() if tag else None,
                   tuple(re.findall(r"#([\w-]+)", part)),
                   tuple(re.findall(r"\.([\w-]+)", part)),
-                  tuple(re.findall(r"\[[\w-]+\s*[~|^$*]?=\s*[\"']?([^\"'\]]+)", part)))
+                  tuple(re.findall(r"\[[\w-]+\s*[~|^$*]?=\s*[\"']?([^\"'\]]+)", part)),
+                  tuple(a.lower() for a in re.findall(r"\[\s*([\w-]+)", part)))
 
 
 def words(name: str) -> list[str]:
@@ -112,11 +117,29 @@ def _word_match(a: str, b: str) -> float:
     return 0.9
   if any(a in g and b in g for g in _SYNONYMS):
     return 0.8
+  if _abbreviates(a, b) or _abbreviates(b, a):
+    return 0.8
   return 0.0
 
 
+def _abbreviates(short: str, long: str) -> bool:
+  """`ppl` for `people`, `btn` for `button`: same first letter, the rest in order."""
+  if not short.isalpha() or len(short) < 2 or len(short) >= len(long) or short[0] != long[0]:
+    return False
+  rest = iter(long[1:])
+  return all(c in rest for c in short[1:])
+
+
+def numbers(name: str) -> tuple[str, ...]:
+  return tuple(re.findall(r"\d+", name))
+
+
 def name_similarity(a: str, b: str) -> float:
-  """How alike two names are, in [0, 1]: edit-distance ratio or shared (synonym) words."""
+  """How alike two names are, in [0, 1]: edit-distance ratio or shared (synonym,
+  abbreviated) words. Names that differ in their numbers (`item-3`, `item-4`) name
+  different members of a family: 0."""
+  if numbers(a) and numbers(b) and numbers(a) != numbers(b):
+    return 0.0
   ratio = difflib.SequenceMatcher(None, a.lower(), b.lower()).ratio()
   wa, wb = words(a), words(b)
   if not wa or not wb:
@@ -126,24 +149,41 @@ def name_similarity(a: str, b: str) -> float:
   return max(ratio, (max(best_a, best_b) + min(best_a, best_b)) / 2)
 
 
-def can_act(verb: str, tag: StartTag, bound: bool) -> bool:
-  """Whether a DSL action can plausibly have meant this element."""
+def can_act(verb: str, tag: StartTag) -> bool:
+  """Whether a DSL action can work on this element at all (anything can be clicked)."""
   a = tag.attributes
   kind = a.get("type", "").lower()
-  if verb in ("fill",):
+  if verb == "fill":
     return (tag.tag == "textarea" or "contenteditable" in a
             or (tag.tag == "input" and kind in _TEXT_INPUTS))
   if verb == "select":
     return tag.tag == "select"
   if verb in ("check", "uncheck"):
     return tag.tag == "input" and kind in ("checkbox", "radio")
+  return True
+
+
+def looks_interactive(verb: str, tag: StartTag, bound: bool) -> bool:
+  """Whether the element is made for the action (a button for a click, a field for keys)."""
+  a = tag.attributes
+  kind = a.get("type", "").lower()
+  if bound or any(k.startswith("on") for k in a):
+    return True
   if verb in ("click", "dblclick"):
     return (tag.tag in _CLICKABLE or (tag.tag == "input" and kind in _BUTTON_TYPES)
-            or a.get("role") in ("button", "tab", "link", "checkbox", "switch", "menuitem")
-            or any(k.startswith("on") for k in a) or bound)
+            or a.get("role") in ("button", "tab", "link", "checkbox", "switch", "menuitem"))
   if verb == "press":
-    return tag.tag in ("input", "textarea", "button", "select") or "tabindex" in a or bound
-  return True
+    return tag.tag in ("input", "textarea", "button", "select") or "tabindex" in a
+  return verb in ("fill", "select", "check", "uncheck")
+
+
+def _selects(selector: str, tag: StartTag) -> bool:
+  """Whether one of a selector list's last compounds (tag, classes, [attr]) matches."""
+  for part in selector.split(","):
+    want = last_compound(part)
+    if (want.tag or want.classes or want.attr_names) and want.matches(tag):
+      return True
+  return False
 
 
 def parse_steps(texts: Iterable[str]) -> list[tuple[str, str | None, str | None]]:
@@ -176,6 +216,8 @@ class TargetFinder:
   def bindings_of(self, tag: StartTag, events: Sequence[str] | None = None) -> list:
     """Event bindings put on the element: on* attributes, and listeners on its look-ups."""
     lookups = [lk for sel in self.selectors_for(tag) for lk in self.index.element_lookups(sel)]
+    lookups += [lk for lk in self.index.lookups if lk.method in ("querySelector",
+                "querySelectorAll") and "#" not in lk.arg and _selects(lk.arg, tag)]
     keys = {lk.var[0] for lk in lookups if lk.var}
     chained = {lk.stmt for lk in lookups if lk.var is None}
     return [b for b in self.index.bindings
@@ -205,6 +247,18 @@ class TargetFinder:
         spans.append(b.stmt)
       spans.extend(f.span for f in self.index.functions_named(b.handler_name or ""))
     return self.closure(spans)
+
+  def odd_one_out(self, tag: StartTag, want: Compound) -> bool:
+    """`#slide-4` wanted, `slide-1..3` present: an element of the same tag and class as
+    those whose own id breaks their pattern is the one renamed."""
+    pattern = [re.sub(r"\d+", "#", i) for i in want.ids if numbers(i)]
+    own = tag.attributes.get("id", "")
+    if not pattern or re.sub(r"\d+", "#", own) in pattern:
+      return False
+    classes = set(tag.attributes.get("class", "").split())
+    return bool(classes) and any(
+        t is not tag and t.tag == tag.tag and classes & set(t.attributes.get("class", "").split())
+        and re.sub(r"\d+", "#", t.attributes.get("id", "")) in pattern for t in self.tags)
 
   def reads_in(self, tag: StartTag, spans: Sequence[Span]) -> bool:
     """Whether code in `spans` looks the element up or uses the variable holding it."""
@@ -241,7 +295,7 @@ class TargetFinder:
       if want.tag is not None and tag.tag != want.tag:
         continue
       bound = self.bindings_of(tag, events) if verb != "expect" else []
-      if verb != "expect" and not can_act(verb, tag, bool(bound)):
+      if verb != "expect" and not can_act(verb, tag):
         continue
       if kind == "value" and tag.tag not in ("input", "textarea", "select"):
         continue
@@ -279,13 +333,19 @@ class TargetFinder:
         wiring = 1.0                                 # what the rubric's actions write
       elif any(self.index.element_writes(sel) for sel in own):
         wiring = 0.5
+    if self.odd_one_out(tag, want):
+      wiring = max(wiring, 1.0)
+      why.append("the odd one of its family")
     if wiring:
       why.append(f"wiring {wiring:g}")
     bonus = 0.0
+    if verb not in ("expect", "hover") and looks_interactive(verb, tag, bool(bound)):
+      bonus += ROLE_BONUS
+      why.append("interactive")
     text = self.element_text(tag)
     if (kind in ("text", "number") and isinstance(expected, (str, int, float)) and text
         and text == " ".join(str(expected).split())):
-      bonus = TEXT_BONUS
+      bonus += TEXT_BONUS
       why.append("text equal")
     return sim + WIRING_WEIGHT * wiring + bonus, attr, value, ", ".join(why)
 
@@ -305,6 +365,12 @@ class TargetFinder:
           sim, attr, value = s, a, v
       if text and len(text) <= 20:
         sim = max(sim, 0.9 * name_similarity(name, text))
+    # The attribute to blame is the one of the kind the selector named, when it has it.
+    kind = "id" if want.ids else "class" if want.classes else None
+    if kind and attr != kind and kind in tag.attributes:
+      attr, value = kind, (tag.attributes[kind] if kind == "id" else max(
+          tag.attributes[kind].split(), key=lambda c: max(
+              name_similarity(n, c) for n in want.names)))
     return (sim if sim >= MIN_SIMILARITY else 0.0), attr, value
 
   def attribute_span(self, tag: StartTag, attr: str, value: str) -> Span:

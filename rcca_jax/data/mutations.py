@@ -16,6 +16,7 @@ mutants cost a deadline each):
   rename_id      rename an element id consistently in HTML, CSS and JS (suffix, dropped
                  word, camel/kebab case, no vowels, or an opaque name): no runtime error,
                  only the rubrics that name the id fail; the bug is the id attribute
+                 (ids the JS builds from pieces, `"vote-" + key`, are left alone)
   wrong_event    bind a listener to a misspelt or wrong event (`clik`, `dblclick` for
                  `click`, `change` for `input`); the bug is the event name
   syntax         leave a block, string or template literal unclosed (its closer deleted);
@@ -267,11 +268,17 @@ def _rename_id_sites(app: ParsedApp, index: JsIndex) -> list[_Site]:
   del index
   ids = collections.Counter(t.attributes.get("id") for t in app.start_tags)
   taken = set(ids)
+  pieces = {f for block in app.js_blocks() for node in _walk(block.tree.root_node)
+            if node.type == "string_fragment" for f in [node.text.decode()]}
   sites = []
   for tag in app.start_tags:
     name = tag.attributes.get("id", "")
     if not re.fullmatch(r"[A-Za-z][\w-]*", name) or ids[name] != 1:
       continue
+    if any(p != name and len(p) >= 2 and ((name.startswith(p) and p[-1] in "-_")
+                                          or (name.endswith(p) and p[0] in "-_"))
+           for p in pieces):
+      continue                          # built in the JS ("vote-" + key): not renamed there
     value = _attribute_value_span(app.html, tag.app_span, "id", name)
     if value is None:
       continue
