@@ -422,13 +422,40 @@ class MissingTargetTest(parameterized.TestCase):
 
   @parameterized.parameters(
       ("theme-toggle", "toggle", 0.7), ("inc", "plus", 0.8), ("count", "counter", 0.9),
-      ("themeToggle", "theme-toggle", 1.0), ("inc", "reset", 0.0))
+      ("themeToggle", "theme-toggle", 1.0), ("people", "ppl", 0.8), ("todo-list", "td-lst", 0.8),
+      ("faq-head-3", "faq-head-3-btn", 0.7), ("inc", "reset", 0.0), ("faq-head-3", "faq-head-1", 0.0))
   def test_name_similarity(self, a, b, at_least):
     from rcca_jax.credit.targets import name_similarity
     sim = name_similarity(a, b)
     self.assertGreaterEqual(sim, at_least)
     if at_least == 0.0:
       self.assertLess(sim, 0.5)
+
+  def test_the_odd_one_of_a_family(self):
+    app = ("```html\n<div class=\"slide\" id=\"slide-1\">a</div><div class=\"slide\" "
+           "id=\"slide-2\">b</div><div class=\"slide\" id=\"box7\">c</div>"
+           "<p id=\"cap\">x</p>\n```")
+    ev = {"step": 'expect visible "#slide-3"', "step_index": 0, "selector": "#slide-3",
+          "path": ['expect visible "#slide-3"'], "element": {"exists": False},
+          "rubric_selectors": ["#slide-1", "#slide-3"]}
+    record = {"html_span": list(extract_app(app).html_span), "issues": [
+        {"stage": "rubric", "rubric_id": "r", "severity": "critical", "message": "m",
+         "direct": [], "context": [], "evidence": ev}]}
+    (issue,) = localize_record(record, app)["issues"]
+    self.assertEqual([app[a:b] for a, b in issue["direct"]], ['id="box7"'])
+
+  @parameterized.parameters(
+      ("document.getElementById('plus-btn').textContent === '+'", ['id="plus"']),
+      ("document.querySelector('#email-field').value === ''", []))   # nothing like it
+  def test_missing_element_read_by_expect_js(self, expression, want):
+    check = f'expect js "{expression}"'
+    ev = {"step": check, "step_index": 0, "path": [check], "check": [check],
+          "expected": "truthy"}
+    record = {"html_span": list(extract_app(RENAMED).html_span), "issues": [
+        {"stage": "rubric", "rubric_id": "r", "severity": "major", "message": "threw",
+         "direct": [], "context": [], "evidence": ev}]}
+    (issue,) = localize_record(record, RENAMED)["issues"]
+    self.assertEqual([RENAMED[a:b] for a, b in issue["direct"]][:1], want)
 
 
 if __name__ == "__main__":
@@ -664,6 +691,35 @@ class WrongEventTest(parameterized.TestCase):
     direct, _ = self._issue("inc", [{"type": "change", "offset": handler, "line": 0,
                                      "column": 0, "node": "target", "selector": "button#inc"}])
     self.assertIn("document.getElementById('inc').addEventListener('clik', ", direct)
+
+  def _app_issue(self, app, path, selector, listener_at, listener):
+    ev = {"step": path[-1], "step_index": len(path) - 1, "path": path, "selector": selector,
+          "element": {"exists": True},
+          "listeners": [dict(listener, offset=app.index(listener_at), line=0, column=0,
+                             node="target")]}
+    record = {"html_span": list(extract_app(app).html_span), "issues": [
+        {"stage": "rubric", "rubric_id": "r", "severity": "major", "message": "m",
+         "direct": [], "context": [], "evidence": ev}]}
+    (issue,) = localize_record(record, app)["issues"]
+    return [app[a:b] for a, b in issue["direct"]]
+
+  def test_change_listener_does_not_fire_when_filling_text(self):
+    app = ("```html\n<input id=\"c\" type=\"number\"><p id=\"f\"></p><script>\n"
+           "const c = document.getElementById('c');\n"
+           "c.addEventListener('change', () => { document.getElementById('f').textContent = "
+           "c.value * 2; });\n</script>\n```")
+    direct = self._app_issue(app, ['fill "#c" "3"', 'expect text "#f" == "6"'], "#f",
+                             "() => {", {"type": "change", "selector": "input#c"})
+    self.assertIn("c.addEventListener('change', ", direct)
+
+  def test_binding_inside_for_each_keeps_its_event(self):
+    app = ("```html\n<button class=\"t\" id=\"a\">A</button><p id=\"o\"></p><script>\n"
+           "document.querySelectorAll('.t').forEach((t) => t.addEventListener('clik', () => "
+           "{ document.getElementById('o').textContent = t.id; }));\n</script>\n```")
+    direct = self._app_issue(app, ['click "#a"', 'expect text "#o" == "a"'], "#o",
+                             "() => {", {"type": "clik", "selector": "button#a.t"})
+    self.assertIn("document.querySelectorAll('.t').forEach((t) => t.addEventListener('clik', ",
+                  direct)
 
   @parameterized.named_parameters(
       ("property", "reset", "resetBtn.onclik = "),

@@ -114,6 +114,16 @@ class MutationsTest(parameterized.TestCase):
       self.assertIn(f"#{new} {{", m.response)
       self.assertFalse(parse_app(extract_app(m.response).html).fatal)
 
+  def test_rename_id_leaves_ids_built_in_the_js(self):
+    response = RESPONSE.replace("document.getElementById('count')",
+                                "document.getElementById('cou' + 'nt')").replace(
+                                    "'cou' + 'nt'", "'cou-' + 'nt'").replace(
+                                        'id="count"', 'id="cou-nt"').replace("#count", "#cou-nt")
+    names = {m.description.split("'")[1] for m in mutations.mutants(
+        response, operators=("rename_id",))}
+    self.assertNotIn("cou-nt", names)
+    self.assertIn("inc", names)
+
   def test_wrong_event(self):
     muts = mutations.mutants(RESPONSE, operators=("wrong_event",))
     got = sorted(m.response[m.bug_span[0] - 2:m.bug_span[1] + 2] for m in muts)
