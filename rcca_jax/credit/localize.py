@@ -6,6 +6,12 @@ keys"). What the running browser reported (stack frames, listener locations, mat
 rules) comes first; reading the source (element look-ups, bindings) fills in where the
 browser had nothing to say. All work is in app coordinates, converted to response spans
 at the end; the result is deterministic.
+
+Where the policy fails most: a selector that matches nothing blames the element the app
+most plausibly meant (`targets`; `evidence.target_guess` says which, or why none); a
+listener or binding for an event the action does not fire blames the binding; a hang
+blames the loop the paused script was in; a syntax error blames the construct left open
+and where parsing fails (`evidence.syntax_spans`).
 """
 
 from __future__ import annotations

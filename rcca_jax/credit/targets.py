@@ -81,8 +81,6 @@ class Guess:
   element: StartTag
   attribute: str                  # the identifying attribute to blame: id, class or name
   value: str                      # its value in the app
-  score: float
-  why: str
 
 
 def last_compound(selector: str) -> Compound:
@@ -310,8 +308,8 @@ class TargetFinder:
       return None, shown
     if len(ranked) > 1 and ranked[0][0] - ranked[1][0] < MIN_LEAD:
       return None, shown
-    score, _, tag, attr, value, why = ranked[0]
-    return Guess(tag, attr, value, score, why), shown
+    _, _, tag, attr, value, _ = ranked[0]
+    return Guess(tag, attr, value), shown
 
   def _score(self, tag: StartTag, want: Compound, verb: str, kind: str | None,
              expected: object, bound: list, expect_sels: Sequence[str],
