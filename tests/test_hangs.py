@@ -93,12 +93,40 @@ class HangInBrowserTest(parameterized.TestCase):
       self.assertTrue(issue["evidence"]["stack"])
       self.assertEqual([response[s:e] for s, e in issue["direct"]], [loop])
 
+  @pytest.mark.slow
+  @parameterized.product(locator=("debugger", "profiler"), where=("handler", "load"))
+  def test_other_locators(self, locator, where):
+    extra, loop = {"handler": ("", "while (i < k)"), "load": (
+        "for (let j = 0; j < 5; j--) { n = j; }", "for (let j = 0; j < 5; j--)")}[where]
+    ev = Evaluator(EvalConfig(load_timeout=2.0, step_timeout=1.0, hang_locator=locator))
+    try:
+      response = _response(extra)
+      record = ev.evaluate(TASK, response, 0).to_json()
+    finally:
+      ev.close()
+    runtime = [i for i in localize_record(record, response)["issues"] if i["stage"] == "runtime"]
+    self.assertTrue(runtime)
+    for issue in runtime:
+      self.assertIn(loop, [response[s:e] for s, e in issue["direct"]])
+
+  def test_apps_that_do_not_hang_never_turn_the_debugger_on(self):
+    response = ("```html\n<span id=\"count\">0</span><button id=\"inc\">+</button><script>\n"
+                "let n = 0;\ndocument.getElementById('inc').onclick = () => "
+                "{ n++; document.getElementById('count').textContent = n; };\n</script>\n```")
+    record = self.ev.evaluate(TASK, response, 2).to_json()
+    self.assertEqual(record["reward"], 1.0)
+    self.assertEqual(self.ev._session.hangs.debugger.script_urls, {})  # no script seen
+
   def test_debugger_statements_do_not_pause_the_app(self):
     response = ("```html\n<span id=\"count\">0</span><button id=\"inc\">+</button><script>\n"
                 "debugger;\nlet n = 0;\ndocument.getElementById('inc').onclick = () => "
                 "{ debugger; n++; document.getElementById('count').textContent = n; };\n"
                 "</script>\n```")
-    record = self.ev.evaluate(TASK, response, 1).to_json()
+    ev = Evaluator(EvalConfig(load_timeout=2.0, step_timeout=1.0, hang_locator="debugger"))
+    try:
+      record = ev.evaluate(TASK, response, 1).to_json()
+    finally:
+      ev.close()
     self.assertEqual(record["reward"], 1.0)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-HANG_LOCATORS = ("debugger", "profiler", "none")
+HANG_LOCATORS = ("replay", "debugger", "profiler", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +26,8 @@ class EvalConfig:
   accept_confirm: bool = True        # what window.confirm() returns
   share_readonly_loads: bool = True  # initial rubrics made only of expectations share a load
   gate_on_interaction_errors: bool = True  # exceptions in rubric paths fail the runtime gate
-  hang_locator: str = "debugger"     # where a hung script loops: debugger | profiler | none
+  hang_locator: str = "replay"       # where a hung script loops: see hang_locator.py
+  hang_probe_timeout: float = 1.0    # deadline of the replay that locates a hang
   judge_url: str | None = None       # OpenAI-compatible base URL (with or without /v1)
   judge_model: str | None = None
   judge_timeout: float = 60.0

@@ -13,7 +13,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from rcca_jax.evaluation import extract as extract_lib
 from rcca_jax.evaluation import reward as reward_lib
@@ -259,11 +259,15 @@ class Evaluator:
           results[r.id] = RubricResult(r.id, False, "critical", "not run: the page hung "
                                        f"{hangs} times")
         continue
-      load = await session.load(st.extraction.html)
+      html = st.extraction.html
+      load = await session.load(html)
       logs.append(session.log)
       if not load.ok or (gi == 0 and session.log.exceptions):
         runtime_ok = False
-        issues.extend(self._load_issues(load, session.log, mapper))
+        log = session.log
+        stack = [] if load.ok else await self._hang_stack(session, mapper,
+                                                          lambda: session.load(html))
+        issues.extend(self._load_issues(load, log, mapper, stack))
         for r in task.rubrics:
           results.setdefault(r.id, RubricResult(r.id, None, None,
                                                 "not run: runtime gate failed"))
@@ -274,11 +278,15 @@ class Evaluator:
         if issue is not None:
           issues.append(issue)
         if run.hang:
+          stack = await self._hang_stack(session, mapper,
+                                         lambda r=r, run=run: self._replay(session, html, r, run))
+          if stack and issue is not None and issue.evidence.get("hang"):
+            issue.evidence["stack"] = stack
           hangs += 1
           runtime_ok = False
           evidence = {"hang": run.hang, "path": run.path}
-          if session.log.hang_frames:
-            evidence["stack"] = mapper.frames(session.log.hang_frames, session.log.url)
+          if stack:
+            evidence["stack"] = stack
           issues.append(Issue("runtime", f"the page hung during rubric {r.id}: {run.hang}",
                               evidence=evidence))
         elif run.exceptions and self.config.gate_on_interaction_errors:
@@ -301,11 +309,29 @@ class Evaluator:
       return RubricResult(r.id, None, None, "ungraded: no check and no judge configured")
     return RubricResult(r.id, None, None, "not judged: the runtime gate failed")
 
-  def _load_issues(self, load, log: PageLog, mapper: _Mapper) -> list[Issue]:
+  async def _hang_stack(self, session: PageSession, mapper: _Mapper,
+                        replay: Callable[[], Awaitable[Any]]) -> list[dict[str, Any]]:
+    """Where a hang loops, as stack frames of the response: what the hang locator saw
+    when the script was terminated, else what a replay under the Debugger shows."""
+    frames, url = session.log.hang_frames, session.log.url
+    if not frames:
+      frames, url = await session.replay_hang(replay)
+    return mapper.frames(frames, url) if frames else []
+
+  @staticmethod
+  async def _replay(session: PageSession, html: str, r, run: rubric_runner.RubricRun) -> None:
+    """A fresh load and the rubric's steps up to the one that hung."""
+    load = await session.load(html)
+    if load.ok:
+      last = run.failure.step_index if run.failure else len(r.steps) - 1
+      await rubric_runner.RubricRunner(session).run(r.steps[:last + 1], r.level)
+
+  def _load_issues(self, load, log: PageLog, mapper: _Mapper,
+                   stack: list[dict[str, Any]]) -> list[Issue]:
     if not load.ok:
       evidence = {"hang": load.reason}
-      if log.hang_frames:
-        evidence["stack"] = mapper.frames(log.hang_frames, log.url)
+      if stack:
+        evidence["stack"] = stack
       return [Issue("runtime", load.reason or "the page did not load", evidence=evidence)]
     out = []
     for exc in _distinct(log.exceptions):
@@ -352,8 +378,6 @@ class Evaluator:
       evidence["console"] = [c.text for c in session.log.console_errors[:10]]
     if f.hang:
       evidence["hang"] = f.hang
-      if session.log.hang_frames:
-        evidence["stack"] = mapper.frames(session.log.hang_frames, session.log.url)
     issue = Issue("rubric", f.message, rubric_id=r.id, severity=f.severity, direct=direct,
                   evidence=evidence)
     return RubricResult(r.id, False, f.severity, f.message), issue

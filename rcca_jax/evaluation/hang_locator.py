@@ -1,14 +1,17 @@
 """Where a hung script loops, read over the DevTools protocol before it is terminated.
 
 A busy isolate answers only a few protocol commands (Chromium interrupts V8 for them):
-`Debugger.pause` is one, `Debugger.enable` and `Profiler.stop` are not. So the locator
-that pauses needs the Debugger domain on before the app runs; with breakpoints
-deactivated it never stops the app by itself (`debugger;` statements included).
-- `debugger` (default): Debugger on for the context; on a hang, pause, read the paused
-  call frames, resume, and let the caller terminate the script. Nothing runs per load.
+`Debugger.pause` is one, `Debugger.enable` and `Profiler.stop` are not. So pausing needs
+the Debugger domain on before the app runs; with breakpoints deactivated it never stops
+the app by itself (`debugger;` statements included).
+- `replay` (default): nothing runs while apps behave. After a hang was terminated, the
+  evaluator loads the app again with the Debugger on and replays what hung under a short
+  deadline (`PageSession.replay_hang`); when that deadline passes, the Debugger pauses
+  the busy isolate and the paused call frames say where it loops.
+- `debugger`: the Debugger on for the whole context; a hang is paused at its deadline.
 - `profiler`: the sampling profiler restarted at every load; on a hang, terminate first,
-  then stop the profiler and take the hottest app line. It costs at every load
-  (benchmarks/hang_locator.py measures both).
+  then stop the profiler and take the hottest app line.
+benchmarks/hang_locator.py measures what each costs on loads that do not hang.
 Frames have the shape of exception frames: function, url, 0-based line and column of the
 document.
 """
@@ -60,6 +63,10 @@ class DebuggerLocator(HangLocator):
   def setup(self) -> list:
     return [self.cdp.send("Debugger.enable"),
             self.cdp.send("Debugger.setBreakpointsActive", {"active": False})]
+
+  async def stop(self) -> None:
+    await asyncio.wait_for(self.cdp.send("Debugger.disable"), _ANSWER_TIMEOUT)
+    self.script_urls.clear()
 
   def _on_paused(self, event: dict) -> None:
     if self._paused is not None and not self._paused.done():
@@ -127,6 +134,14 @@ class ProfilerLocator(HangLocator):
     return []
 
 
+class ReplayLocator(HangLocator):
+  """Nothing while apps behave; `debugger` is switched on to replay a hang."""
+
+  def __init__(self, cdp: Any):
+    super().__init__(cdp)
+    self.debugger = DebuggerLocator(cdp)
+
+
 def make(kind: str, cdp: Any) -> HangLocator:
-  return {"debugger": DebuggerLocator, "profiler": ProfilerLocator,
+  return {"replay": ReplayLocator, "debugger": DebuggerLocator, "profiler": ProfilerLocator,
           "none": HangLocator}[kind](cdp)

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import re
 import time
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Callable
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
@@ -399,6 +399,36 @@ class PageSession:
     self._raise_if_dead()
     await self.reset()
     self._app_url = ""  # the page that hung is gone
+
+  async def replay_hang(self, replay: Callable[[], Awaitable[Any]]
+                        ) -> tuple[list[dict[str, Any]], str]:
+    """Where a terminated hang loops (`hang_locator="replay"`): runs `replay` (load the
+    app again, redo what hung) with the Debugger on and `hang_probe_timeout` deadlines, so
+    the hang is paused at its deadline. Returns (frames, URL of the replayed load)."""
+    if not isinstance(self.hangs, hang_locator.ReplayLocator):
+      return [], ""
+    locator, config = self.hangs, self.config
+    debugger = locator.debugger
+    probe = min(config.hang_probe_timeout, config.load_timeout, config.step_timeout)
+    try:
+      await asyncio.gather(*debugger.setup())
+    except Exception:  # pylint: disable=broad-except
+      return [], ""
+    self.hangs = debugger
+    self.config = dataclasses.replace(config, load_timeout=probe, step_timeout=probe)
+    try:
+      await replay()
+    except (CallTimeout, JsError):
+      pass
+    finally:
+      self.config = config
+      if self.hangs is debugger:          # not replaced by a rebuilt context
+        self.hangs = locator
+        try:
+          await debugger.stop()
+        except Exception:  # pylint: disable=broad-except
+          pass
+    return self.log.hang_frames, self.log.url
 
   async def js(self, fn: str, *args: Any, what: str = "evaluate",
                timeout: float | None = None, main_world: bool = False,
