@@ -8,8 +8,8 @@ every setting in turn, the order alternating between rounds, so that machine loa
 drifts hit all of them alike):
 - hang-free loads: the reference apps of data/examples and the dev split; seconds per
   app, the ratio of total time to the baseline (acceptance: at most 1.05), the median
-  of per-app ratios, and the same for CPU seconds (this process and its browsers: robust
-  to other work on the machine);
+  of per-app ratios, and the messages exchanged with the Playwright driver per app (calls
+  and events: the protocol work, deterministic, unlike time on a shared machine);
 - hung apps (a loop at load and one in a click handler): seconds per app and whether the
   issue's direct span is the loop.
 """
@@ -17,7 +17,6 @@ drifts hit all of them alike):
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import statistics
 import time
@@ -27,7 +26,6 @@ from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.data.tasks import parse_task
 from rcca_jax.evaluation.config import HANG_LOCATORS, EvalConfig
 from rcca_jax.evaluation.evaluator import Evaluator
-from rcca_jax.evaluation.pool import descendants
 from rcca_jax.data import chat
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -48,18 +46,32 @@ HUNG_TASK = parse_task({"id": "hung", "request": "counter", "rubrics": [
      "check": 'click "#inc"; expect text "#count" == "1"'}]})
 
 
-def cpu_seconds() -> float:
-  """CPU time so far of this process and its live descendants (the browsers, the driver);
-  an evaluation's CPU is the difference around it (the other evaluators' browsers idle)."""
-  tick, total = os.sysconf("SC_CLK_TCK"), time.process_time()
-  for pid in descendants(os.getpid()):
-    try:
-      with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-      continue
-    total += (int(fields[11]) + int(fields[12])) / tick
-  return total
+class DriverTraffic:
+  """Counts messages between Python and the Playwright driver (calls sent, events received):
+  a deterministic measure of the protocol work an evaluation causes."""
+
+  def __init__(self):
+    from playwright._impl import connection  # pylint: disable=import-outside-toplevel
+    self.count = 0
+    self._connection = connection.Connection
+    self._send = connection.Connection.send_message_to_server
+    self._dispatch = connection.Connection.dispatch
+    traffic = self
+
+    def send(conn, *args, **kwargs):
+      traffic.count += 1
+      return traffic._send(conn, *args, **kwargs)
+
+    def dispatch(conn, message):
+      traffic.count += not message.get("id")
+      return traffic._dispatch(conn, message)
+
+    connection.Connection.send_message_to_server = send
+    connection.Connection.dispatch = dispatch
+
+  def close(self) -> None:
+    self._connection.send_message_to_server = self._send
+    self._connection.dispatch = self._dispatch
 
 
 def _apps(n: int):
@@ -79,7 +91,8 @@ def main() -> None:
   config = dict(load_timeout=2.0, step_timeout=1.0)
   evaluators = {k: Evaluator(EvalConfig(hang_locator=k, **config)) for k in HANG_LOCATORS}
   free = {k: [] for k in HANG_LOCATORS}
-  free_cpu = {k: [] for k in HANG_LOCATORS}
+  free_msgs = {k: [] for k in HANG_LOCATORS}
+  traffic = DriverTraffic()
   hung = {k: [] for k in HANG_LOCATORS}
   found = {k: 0 for k in HANG_LOCATORS}
   try:
@@ -89,10 +102,10 @@ def main() -> None:
       for task in apps:                      # interleaved per app: load drifts cancel out
         kinds = list(evaluators) if r % 2 == 0 else list(evaluators)[::-1]
         for kind in kinds:
-          start, cpu = time.perf_counter(), cpu_seconds()
+          start, messages = time.perf_counter(), traffic.count
           evaluators[kind].evaluate(task, chat.format_response(task.reference), 0)
           free[kind].append(time.perf_counter() - start)
-          free_cpu[kind].append(cpu_seconds() - cpu)
+          free_msgs[kind].append(traffic.count - messages)
       for kind, ev in evaluators.items():
         for where, html in HUNG.items():
           response = chat.format_response(html)
@@ -104,17 +117,18 @@ def main() -> None:
                     for s, e in i["direct"]}
           found[kind] += LOOPS[where] in direct
   finally:
+    traffic.close()
     for ev in evaluators.values():
       ev.close()
-  base, base_cpu = sum(free["none"]), sum(free_cpu["none"])
+  base, base_msgs = sum(free["none"]), sum(free_msgs["none"])
   print(f"{len(apps)} hang-free apps x {args.rounds} rounds; 2 hung apps x {args.rounds} rounds")
-  print(f"{'locator':<10}{'s/app':>8}{'ratio':>8}{'median app ratio':>18}{'CPU s/app':>11}"
-        f"{'CPU ratio':>11}{'s/hung app':>12}{'loop found':>12}")
+  print(f"{'locator':<10}{'s/app':>8}{'ratio':>8}{'median app ratio':>18}{'msgs/app':>10}"
+        f"{'msgs ratio':>12}{'s/hung app':>12}{'loop found':>12}")
   for kind in HANG_LOCATORS:
     per_app = statistics.median(a / b for a, b in zip(free[kind], free["none"]))
     print(f"{kind:<10}{statistics.mean(free[kind]):>8.3f}{sum(free[kind]) / base:>8.3f}"
-          f"{per_app:>18.3f}{statistics.mean(free_cpu[kind]):>11.3f}"
-          f"{sum(free_cpu[kind]) / base_cpu:>11.3f}{statistics.median(hung[kind]):>12.2f}"
+          f"{per_app:>18.3f}{statistics.mean(free_msgs[kind]):>10.1f}"
+          f"{sum(free_msgs[kind]) / base_msgs:>12.3f}{statistics.median(hung[kind]):>12.2f}"
           f"{found[kind]:>7}/{2 * args.rounds}")
 
 
