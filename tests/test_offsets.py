@@ -102,6 +102,14 @@ class OffsetsTest(parameterized.TestCase):
     self.assertEqual("".join(pieces), text)
     self.assertEqual(pieces[:5], ["", "t", "h", "e", " "])
 
+  def test_id_outside_the_vocabulary_gets_an_empty_range(self):
+    ids, expected = _mapping(self.project, "ab 中文")
+    padded = len(self.project) + 7          # model vocabularies are padded past the tokenizer's
+    decoded, got = rollouts.decode_with_offsets(self.project, ids[:2] + [padded] + ids[2:], ())
+    self.assertEqual(decoded, "ab 中文")
+    np.testing.assert_array_equal(np.delete(got, 2, axis=0), expected)
+    self.assertEqual(got[2, 0], got[2, 1])
+
   def test_truncated_character_at_the_end(self):
     ids, _ = _mapping(self.project, "ok 😀")
     decoded, got = rollouts.decode_with_offsets(self.project, ids[:-1], ())
