@@ -70,7 +70,9 @@ bench: install
 	$(PY) benchmarks/model_forward.py
 	$(PY) benchmarks/sampler_throughput.py
 	$(PY) benchmarks/train_step.py
-	$(PY) benchmarks/localization_accuracy.py --max-apps 10
+	$(PY) benchmarks/localization_accuracy.py --max-apps 10 --per-operator 2
+	$(PY) benchmarks/token_offsets.py
+	$(PY) benchmarks/hang_locator.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,6 +1,7 @@
 """Apps/s of the evaluator vs a naive harness, measured in the same run on the same apps.
 
   .venv/bin/python benchmarks/evaluator_throughput.py [--apps 20] [--workers 2] [--profile]
+  .venv/bin/python benchmarks/evaluator_throughput.py --hang-locators none debugger [--rounds 3]
 
 Apps: the reference apps of data/examples (5 rubrics each), repeated to `--apps`.
 - evaluator: `EvalPool` with N workers (warm: workers started before timing; the cold
@@ -10,7 +11,9 @@ Apps: the reference apps of data/examples (5 rubrics each), repeated to `--apps`
   (actionability checks), pass/fail only.
 - floor: one reused page loading an empty document, the cost no evaluator can go under.
 Prints apps/s for each and the ratio evaluator / naive (target >= 5x on 2 cores).
-`--profile` instead runs one evaluator in this process and prints, per app, the calls to
+`--hang-locators none debugger` instead compares the warm evaluator's apps/s under each
+`EvalConfig.hang_locator` (rounds interleaved; these apps do not hang: the cost of being
+ready to locate a hang). `--profile` instead runs one evaluator in this process and prints, per app, the calls to
 and events from the Playwright driver (each crosses Python, the driver and Chromium) and
 the CPU time of each process kind (Linux /proc; processes that exit meanwhile are missed).
 """
@@ -24,11 +27,12 @@ import multiprocessing
 import os
 import pathlib
 import re
+import statistics
 import time
 
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import browser
-from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.config import HANG_LOCATORS, EvalConfig
 from rcca_jax.evaluation.evaluator import Evaluator
 from rcca_jax.evaluation.page_session import PageSession
 from rcca_jax.evaluation.pool import EvalPool, Job, descendants
@@ -169,9 +173,10 @@ def naive(apps, workers: int) -> tuple[float, list[int]]:
 
 
 # -- this evaluator ----------------------------------------------------------------------
-def evaluator(apps, workers: int) -> tuple[float, float, list[dict]]:
+def evaluator(apps, workers: int, config: EvalConfig | None = None
+              ) -> tuple[float, float, list[dict]]:
   cold_start = time.monotonic()
-  with EvalPool(EvalConfig(), workers=workers) as pool:
+  with EvalPool(config or EvalConfig(), workers=workers) as pool:
     list(pool.run([Job(t, f"```html\n{t.reference}\n```", 0) for t in apps[:workers]]))
     cold = time.monotonic() - cold_start
     start = time.monotonic()
@@ -223,6 +228,21 @@ def click_cost(n: int = 20) -> tuple[float, float]:
     finally:
       await s.close()
   return asyncio.run(go())
+
+
+def hang_locator_cost(apps, workers: int, kinds, rounds: int) -> None:
+  """Warm evaluator apps/s (these apps do not hang) per `hang_locator`, rounds interleaved;
+  ratios to the first setting."""
+  rates = {k: [] for k in kinds}
+  for _ in range(rounds):
+    for kind in kinds:
+      seconds, _, _ = evaluator(apps, workers, EvalConfig(hang_locator=kind))
+      rates[kind].append(len(apps) / seconds)
+  base = statistics.median(rates[kinds[0]])
+  for kind in kinds:
+    rate = statistics.median(rates[kind])
+    print(f"hang_locator={kind:<9}: {rate:6.2f} apps/s (median of {rounds}: "
+          f"{', '.join(f'{r:.2f}' for r in rates[kind])}), {rate / base:.3f}x {kinds[0]}")
 
 
 # -- profile -----------------------------------------------------------------------------
@@ -298,10 +318,17 @@ def main() -> None:
   parser.add_argument("--workers", type=int, default=2)
   parser.add_argument("--profile", action="store_true",
                       help="profile one in-process evaluator instead of comparing")
+  parser.add_argument("--hang-locators", nargs="+", choices=HANG_LOCATORS,
+                      help="instead, compare the evaluator's apps/s under these settings "
+                           "(the first is the baseline)")
+  parser.add_argument("--rounds", type=int, default=3, help="with --hang-locators")
   args = parser.parse_args()
   apps = _apps(args.apps)
   if args.profile:
     profile(apps)
+    return
+  if args.hang_locators:
+    hang_locator_cost(apps, args.workers, args.hang_locators, args.rounds)
     return
   rubrics = sum(len(t.rubrics) for t in apps) / len(apps)
   loads = sum(_loads_per_app(t) for t in apps) / len(apps)

@@ -165,6 +165,16 @@ class ExamplesTest(parameterized.TestCase):
     s, e = issue["direct"][0]
     self.assertEqual(response[s:e], "document.getElementById('missing').focus();")
 
+  def test_false_count_of_zero_is_major_and_capped_as_major(self):
+    task = tasks_lib.parse_task({
+        "id": "l", "request": "a list with one item",
+        "rubrics": [{"id": "r1", "kind": "initial", "level": "core", "text": "one item",
+                     "check": 'expect count "#list li" == 1'}]})
+    record = self.ev.evaluate(task, '```html\n<ul id="list"></ul>\n```', 8).to_json()
+    self.assertEqual(record["rubrics"][0]["severity"], "major")
+    self.assertEqual(record["issues"][0]["severity"], "major")
+    self.assertAlmostEqual(record["reward"], 0.70)  # 1 - 0.25, capped by the major ceiling
+
   def test_console_errors_are_evidence_not_a_gate(self):
     response = ('```html\n<div id="count" style="color: red">0</div><button id="inc">+</button>'
                 '<script>console.error("careful");document.getElementById("inc").onclick = '

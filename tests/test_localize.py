@@ -204,9 +204,12 @@ class EvidenceKindsTest(parameterized.TestCase):
                           "listeners": [{"type": "click", "offset": _at("() => {\n  count += 1"),
                                          "line": 0, "column": 0, "node": "target",
                                          "selector": "button#inc"}]})
-    direct = _texts(issue["direct"])
-    self.assertIn('<ul id="list"></ul>', direct)
+    # The missing binding has no text: the element and where it would be are context.
+    self.assertNotIn('<ul id="list"></ul>', _texts(issue["direct"]))
     ctx = _texts(issue["context"])
+    self.assertIn('<ul id="list"></ul>', ctx)
+    self.assertTrue(any(c.startswith("document.getElementById('list').addEventListener(")
+                        for c in ctx), ctx)
     self.assertIn("function addRow() {\n  const li = document.createElement('li');\n  "
                   "li.id = 'row';\n  document.getElementById('list').appendChild(li);\n}", ctx)
 
@@ -232,7 +235,12 @@ class EvidenceKindsTest(parameterized.TestCase):
   def test_missing_element_near_miss_id(self):
     (issue,) = _localize({"step": 'click "#incc"', "step_index": 0, "path": ['click "#incc"'],
                           "selector": "#incc", "element": {"exists": False}})
-    self.assertEqual(_texts(issue["direct"]), ['<button id="inc">'])
+    # The id attribute and the code naming it; the handler it passes is context.
+    self.assertEqual(_texts(issue["direct"]),
+                     ['id="inc"', "document.getElementById('inc').addEventListener('click', ",
+                      ");"])
+    self.assertIn("() => {\n  count += 1;\n  render();\n}", _texts(issue["context"]))
+    self.assertIn('<button id="inc">', issue["evidence"]["target_guess"]["guess"])
 
   def test_css_rule_with_property(self):
     rule = _span("#count { color: red; font-size: 20px; }")
@@ -319,6 +327,135 @@ class EvidenceKindsTest(parameterized.TestCase):
     self.assertEqual(record, before)
     for issue in a["issues"]:
       self.assertValidSpans(issue)
+
+
+_RENAMED = """<!DOCTYPE html><html><body>
+<h1>Counter</h1>
+<span id="display">0</span>
+<button id="plus">+</button>
+<button id="minus">-</button>
+<button id="a1">A</button><button id="a2">B</button>
+<script>
+let n = 0;
+const out = document.getElementById('display');
+function show() { out.textContent = n; }
+document.getElementById('plus').addEventListener('click', () => { n += 1; show(); });
+document.getElementById('minus').addEventListener('click', () => { n -= 1; show(); });
+document.getElementById('a1').onclick = () => { n = 5; show(); };
+document.getElementById('a2').onclick = () => { n = 7; show(); };
+</script></body></html>"""
+RENAMED = "```html\n" + _RENAMED + "\n```"
+
+
+class MissingTargetTest(parameterized.TestCase):
+  """A selector that matches nothing: the element the app most plausibly meant."""
+
+  def _issue(self, check, selector, expected=None, selectors=("#inc", "#dec", "#count")):
+    steps = [part.strip() for part in check.split(";")]
+    failing = next(i for i, st in enumerate(steps) if f'"{selector}"' in st)
+    ext = extract_app(RENAMED)
+    ev = {"step": steps[failing], "step_index": failing, "path": steps[:failing + 1],
+          "check": steps, "selector": selector, "element": {"exists": False},
+          "expected": expected, "rubric_selectors": list(selectors)}
+    record = {"html_span": list(ext.html_span), "issues": [
+        {"stage": "rubric", "rubric_id": "r", "severity": "critical", "message": "m",
+         "direct": [], "context": [], "evidence": ev}]}
+    (issue,) = localize_record(record, RENAMED)["issues"]
+    return issue, [RENAMED[a:b] for a, b in issue["direct"]], [
+        RENAMED[a:b] for a, b in issue["context"]]
+
+  def test_renamed_action_target(self):
+    issue, direct, ctx = self._issue('click "#inc"; expect text "#count" == "1"', "#inc")
+    self.assertEqual(direct, ['id="plus"', "document.getElementById('plus').addEventListener("
+                              "'click', ", ");"])
+    self.assertIn("() => { n += 1; show(); }", ctx)          # its wiring
+    self.assertNotIn("() => { n -= 1; show(); }", direct + ctx)
+    self.assertIn('id="plus"', issue["evidence"]["target_guess"]["guess"])
+
+  def test_renamed_expectation_target_is_what_the_action_writes(self):
+    _, direct, ctx = self._issue('click "#plus"; expect text "#count" == "1"', "#count",
+                                 expected="1", selectors=("#plus", "#count"))
+    self.assertEqual(direct, ['id="display"', "const out = document.getElementById('display');"])
+    self.assertIn("out.textContent = n;", ctx)
+
+  def test_initial_text_equal_to_the_expected_one(self):
+    _, direct, _ = self._issue('expect text "#value" == "0"', "#value", expected="0",
+                               selectors=("#value",))
+    self.assertEqual(direct[0], 'id="display"')
+
+  def test_renamed_ancestor_of_a_counted_selector(self):
+    _, direct, _ = self._issue('expect count "#plus-button span" == 1', "#plus-button span",
+                               selectors=("#plus-button span",))
+    self.assertEqual(direct[0], 'id="plus"')
+
+  def test_no_plausible_element_blames_nothing_directly(self):
+    issue, direct, _ = self._issue('fill "#email" "a@b.c"', "#email")
+    self.assertEqual(direct, [])
+    self.assertEqual(issue["evidence"]["target_guess"]["why"], "no element is plausible")
+
+  def test_equally_plausible_elements_blame_nothing_directly(self):
+    # a1 and a2 both write what the rubric reads; nothing in their names decides.
+    issue, direct, _ = self._issue('click "#go"; expect text "#display" == "5"', "#go",
+                                   selectors=("#go", "#display", "#plus", "#minus"))
+    self.assertEqual(direct, [])
+    self.assertEqual(issue["evidence"]["target_guess"]["why"],
+                     "several elements are equally plausible")
+    self.assertLen(issue["evidence"]["target_guess"]["candidates"], 2)
+
+  def test_renamed_field_read_by_the_submit_handler(self):
+    app = ("```html\n<input id=\"w\" type=\"number\"><input id=\"f2\" type=\"number\">"
+           "<input id=\"note\" type=\"text\"><button id=\"go\">=</button><p id=\"out\"></p>"
+           "<script>\ndocument.getElementById('go').addEventListener('click', () => {\n"
+           "  const w = Number(document.getElementById('w').value);\n"
+           "  const h = Number(document.getElementById('f2').value);\n"
+           "  document.getElementById('out').textContent = w / h;\n});\n</script>\n```")
+    steps = ['fill "#w" "2"', 'fill "#height" "4"', 'click "#go"', 'expect text "#out" == "0.5"']
+    ev = {"step": steps[1], "step_index": 1, "path": steps[:2], "check": steps,
+          "selector": "#height", "element": {"exists": False},
+          "rubric_selectors": ["#w", "#height", "#go", "#out"]}
+    record = {"html_span": list(extract_app(app).html_span), "issues": [
+        {"stage": "rubric", "rubric_id": "r", "severity": "critical", "message": "m",
+         "direct": [], "context": [], "evidence": ev}]}
+    (issue,) = localize_record(record, app)["issues"]
+    self.assertEqual([app[a:b] for a, b in issue["direct"]],
+                     ['id="f2"', "const h = Number(document.getElementById('f2').value);"])
+
+  @parameterized.parameters(
+      ("theme-toggle", "toggle", 0.7), ("inc", "plus", 0.8), ("count", "counter", 0.9),
+      ("themeToggle", "theme-toggle", 1.0), ("people", "ppl", 0.8), ("todo-list", "td-lst", 0.8),
+      ("faq-head-3", "faq-head-3-btn", 0.7), ("inc", "reset", 0.0), ("faq-head-3", "faq-head-1", 0.0))
+  def test_name_similarity(self, a, b, at_least):
+    from rcca_jax.credit.targets import name_similarity
+    sim = name_similarity(a, b)
+    self.assertGreaterEqual(sim, at_least)
+    if at_least == 0.0:
+      self.assertLess(sim, 0.5)
+
+  def test_the_odd_one_of_a_family(self):
+    app = ("```html\n<div class=\"slide\" id=\"slide-1\">a</div><div class=\"slide\" "
+           "id=\"slide-2\">b</div><div class=\"slide\" id=\"box7\">c</div>"
+           "<p id=\"cap\">x</p>\n```")
+    ev = {"step": 'expect visible "#slide-3"', "step_index": 0, "selector": "#slide-3",
+          "path": ['expect visible "#slide-3"'], "element": {"exists": False},
+          "rubric_selectors": ["#slide-1", "#slide-3"]}
+    record = {"html_span": list(extract_app(app).html_span), "issues": [
+        {"stage": "rubric", "rubric_id": "r", "severity": "critical", "message": "m",
+         "direct": [], "context": [], "evidence": ev}]}
+    (issue,) = localize_record(record, app)["issues"]
+    self.assertEqual([app[a:b] for a, b in issue["direct"]], ['id="box7"'])
+
+  @parameterized.parameters(
+      ("document.getElementById('plus-btn').textContent === '+'", ['id="plus"']),
+      ("document.querySelector('#email-field').value === ''", []))   # nothing like it
+  def test_missing_element_read_by_expect_js(self, expression, want):
+    check = f'expect js "{expression}"'
+    ev = {"step": check, "step_index": 0, "path": [check], "check": [check],
+          "expected": "truthy"}
+    record = {"html_span": list(extract_app(RENAMED).html_span), "issues": [
+        {"stage": "rubric", "rubric_id": "r", "severity": "major", "message": "threw",
+         "direct": [], "context": [], "evidence": ev}]}
+    (issue,) = localize_record(record, RENAMED)["issues"]
+    self.assertEqual([RENAMED[a:b] for a, b in issue["direct"]][:1], want)
 
 
 if __name__ == "__main__":
@@ -442,3 +579,152 @@ class PostProcessHookTest(absltest.TestCase):
     from rcca_jax.evaluation.pool import resolve_post_process
     self.assertIs(resolve_post_process("rcca_jax.credit.localize:localize_record"),
                   localize_record)
+
+
+_RENAMED_APP = """<!DOCTYPE html><html><head><style>.dark { background: #000; }</style></head>
+<body>
+<button id="toggle">Theme</button>
+<span id="count">0</span><button id="plus">+</button><button id="dec">-</button>
+<script>
+const btn = document.getElementById('toggle');
+btn.addEventListener('click', () => { document.body.classList.toggle('dark'); });
+let n = 0;
+const c = document.getElementById('count');
+document.getElementById('plus').addEventListener('click', () => { n++; c.textContent = n; });
+document.getElementById('dec').addEventListener('click', () => { n--; c.textContent = n; });
+</script></body></html>"""
+_RENAMED_TASK = {
+    "id": "renamed", "request": "theme toggle and counter",
+    "rubrics": [
+        {"id": "theme", "kind": "dynamic", "level": "core", "text": "#theme-toggle darkens",
+         "check": 'click "#theme-toggle"; expect attr "body" class contains "dark"'},
+        {"id": "inc", "kind": "dynamic", "level": "core", "text": "+ adds one",
+         "check": 'click "#inc"; expect text "#count" == "1"'},
+        {"id": "dec", "kind": "dynamic", "level": "core", "text": "- takes one",
+         "check": 'click "#dec"; expect text "#count" == "-1"'},
+    ]}
+
+
+@pytest.mark.browser
+class RenamedTargetBrowserTest(absltest.TestCase):
+  """The policy's commonest failure: the requested element exists under another name."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    from rcca_jax.data.tasks import parse_task
+    from rcca_jax.evaluation.evaluator import Evaluator
+    cls.response = "```html\n" + _RENAMED_APP + "\n```"
+    evaluator = Evaluator()
+    try:
+      cls.record = evaluator.evaluate(parse_task(_RENAMED_TASK), cls.response, 0).to_json()
+    finally:
+      evaluator.close()
+    localized = localize_record(cls.record, cls.response)
+    cls.by_rubric = {i.get("rubric_id"): i for i in localized["issues"]}
+
+  def _texts(self, spans):
+    return [self.response[s:e] for s, e in spans]
+
+  def test_only_the_renamed_rubrics_fail(self):
+    failed = {r["id"] for r in self.record["rubrics"] if r["passed"] is False}
+    self.assertEqual(failed, {"theme", "inc"})
+
+  def test_theme_toggle_blames_the_id_not_the_handler(self):
+    issue = self.by_rubric["theme"]
+    self.assertEqual(self._texts(issue["direct"]),
+                     ['id="toggle"', "const btn = document.getElementById('toggle');"])
+    self.assertTrue(any("() => { document.body.classList.toggle('dark'); }" in t
+                        for t in self._texts(issue["context"])), issue["context"])
+
+  def test_plus_button_blames_its_id_and_lookup(self):
+    issue = self.by_rubric["inc"]
+    direct = self._texts(issue["direct"])
+    self.assertEqual(direct, ['id="plus"',
+                              "document.getElementById('plus').addEventListener('click', ",
+                              ");"])
+    self.assertIn("() => { n++; c.textContent = n; }", self._texts(issue["context"]))
+
+
+_BINDINGS = """<!DOCTYPE html><html><body>
+<span id="count">0</span>
+<button id="inc">+</button><button id="dec" onclik="dec()">-</button>
+<button id="reset">0</button>
+<script>
+let n = 0;
+const out = document.getElementById('count');
+function dec() { n -= 1; out.textContent = n; }
+document.getElementById('inc').addEventListener('clik', () => { n += 1; out.textContent = n; });
+const resetBtn = document.getElementById('reset');
+resetBtn.onclik = () => { n = 0; out.textContent = n; };
+</script></body></html>"""
+BINDINGS = "```html\n" + _BINDINGS + "\n```"
+
+
+class WrongEventTest(parameterized.TestCase):
+  """A listener bound to an event the action does not fire: the binding is direct."""
+
+  def _issue(self, target, listeners=()):
+    ext = extract_app(BINDINGS)
+    path = [f'click "#{target}"', 'expect text "#count" == "1"']
+    ev = {"step": path[-1], "step_index": 1, "path": path, "selector": "#count",
+          "element": {"tag": "span", "id": "count", "exists": True}, "expected": "1",
+          "listeners": list(listeners)}
+    record = {"html_span": list(ext.html_span), "issues": [
+        {"stage": "rubric", "rubric_id": "r", "severity": "major", "message": "m",
+         "direct": [], "context": [], "evidence": ev}]}
+    (issue,) = localize_record(record, BINDINGS)["issues"]
+    return ([BINDINGS[a:b] for a, b in issue["direct"]],
+            [BINDINGS[a:b] for a, b in issue["context"]])
+
+  def test_misspelt_listener_from_the_browser(self):
+    handler = BINDINGS.index("() => { n += 1")
+    direct, ctx = self._issue("inc", [{"type": "clik", "offset": handler, "line": 0,
+                                       "column": 0, "node": "target", "selector": "button#inc"}])
+    self.assertIn("document.getElementById('inc').addEventListener('clik', ", direct)
+    self.assertNotIn("() => { n += 1; out.textContent = n; }", direct)
+    self.assertIn("() => { n += 1; ", ctx)      # the handler (its write of #count is direct)
+    self.assertNotIn('<button id="inc">+</button>', direct)   # bound: not "no binding"
+
+  def test_change_listener_on_a_button_does_not_fire_on_click(self):
+    handler = BINDINGS.index("() => { n += 1")
+    direct, _ = self._issue("inc", [{"type": "change", "offset": handler, "line": 0,
+                                     "column": 0, "node": "target", "selector": "button#inc"}])
+    self.assertIn("document.getElementById('inc').addEventListener('clik', ", direct)
+
+  def _app_issue(self, app, path, selector, listener_at, listener):
+    ev = {"step": path[-1], "step_index": len(path) - 1, "path": path, "selector": selector,
+          "element": {"exists": True},
+          "listeners": [dict(listener, offset=app.index(listener_at), line=0, column=0,
+                             node="target")]}
+    record = {"html_span": list(extract_app(app).html_span), "issues": [
+        {"stage": "rubric", "rubric_id": "r", "severity": "major", "message": "m",
+         "direct": [], "context": [], "evidence": ev}]}
+    (issue,) = localize_record(record, app)["issues"]
+    return [app[a:b] for a, b in issue["direct"]]
+
+  def test_change_listener_does_not_fire_when_filling_text(self):
+    app = ("```html\n<input id=\"c\" type=\"number\"><p id=\"f\"></p><script>\n"
+           "const c = document.getElementById('c');\n"
+           "c.addEventListener('change', () => { document.getElementById('f').textContent = "
+           "c.value * 2; });\n</script>\n```")
+    direct = self._app_issue(app, ['fill "#c" "3"', 'expect text "#f" == "6"'], "#f",
+                             "() => {", {"type": "change", "selector": "input#c"})
+    self.assertIn("c.addEventListener('change', ", direct)
+
+  def test_binding_inside_for_each_keeps_its_event(self):
+    app = ("```html\n<button class=\"t\" id=\"a\">A</button><p id=\"o\"></p><script>\n"
+           "document.querySelectorAll('.t').forEach((t) => t.addEventListener('clik', () => "
+           "{ document.getElementById('o').textContent = t.id; }));\n</script>\n```")
+    direct = self._app_issue(app, ['click "#a"', 'expect text "#o" == "a"'], "#o",
+                             "() => {", {"type": "clik", "selector": "button#a.t"})
+    self.assertIn("document.querySelectorAll('.t').forEach((t) => t.addEventListener('clik', ",
+                  direct)
+
+  @parameterized.named_parameters(
+      ("property", "reset", "resetBtn.onclik = "),
+      ("attribute", "dec", 'onclik="dec()'),
+  )
+  def test_misspelt_binding_without_a_listener(self, target, binding):
+    direct, _ = self._issue(target)
+    self.assertIn(binding, direct)

@@ -94,6 +94,57 @@ class MutationsTest(parameterized.TestCase):
       self.assertEqual(m.response[m.bug_span[0]:m.bug_span[1]],
                        'throw new Error("injected fault"); ')
 
+  def test_extra_operators_are_not_in_the_default_set(self):
+    self.assertFalse(set(mutations.EXTRA_OPERATORS) & set(mutations.OPERATORS))
+    extra = mutations.mutants(RESPONSE, operators=mutations.EXTRA_OPERATORS)
+    self.assertEqual({m.operator for m in extra}, set(mutations.EXTRA_OPERATORS))
+
+  def test_rename_id_is_consistent(self):
+    muts = mutations.mutants(RESPONSE, operators=("rename_id",))
+    names = {m.response[m.bug_span[0]:m.bug_span[1]] for m in muts}
+    self.assertTrue({"count-box", "cnt", "inc-btn"} <= names, names)
+    for m in muts:
+      if not m.description.startswith("id 'count'"):
+        continue
+      new = m.response[m.bug_span[0]:m.bug_span[1]]
+      self.assertEqual(m.response[m.bug_span[0] - 4:m.bug_span[0]], 'id="')
+      self.assertNotIn("'count'", m.response)
+      self.assertNotRegex(m.response, r"#count(?![\w-])")
+      self.assertIn(f"getElementById('{new}')", m.response)
+      self.assertIn(f"#{new} {{", m.response)
+      self.assertFalse(parse_app(extract_app(m.response).html).fatal)
+
+  def test_rename_id_leaves_ids_built_in_the_js(self):
+    response = RESPONSE.replace("document.getElementById('count')",
+                                "document.getElementById('cou' + 'nt')").replace(
+                                    "'cou' + 'nt'", "'cou-' + 'nt'").replace(
+                                        'id="count"', 'id="cou-nt"').replace("#count", "#cou-nt")
+    names = {m.description.split("'")[1] for m in mutations.mutants(
+        response, operators=("rename_id",))}
+    self.assertNotIn("cou-nt", names)
+    self.assertIn("inc", names)
+
+  def test_wrong_event(self):
+    muts = mutations.mutants(RESPONSE, operators=("wrong_event",))
+    got = sorted(m.response[m.bug_span[0] - 2:m.bug_span[1] + 2] for m in muts)
+    self.assertEqual(got, ["('clik',", "('dblclick',", 'onclik="', 'ondblclick="'])
+
+  def test_syntax_leaves_the_construct_open(self):
+    muts = mutations.mutants(RESPONSE, operators=("syntax",))
+    self.assertEqual({m.response[m.bug_span[0]] for m in muts}, {"{", "'"})
+    for m in muts:
+      self.assertEqual(len(m.response), len(RESPONSE) - 1)
+      self.assertEqual(m.response[:m.bug_span[1]], RESPONSE[:m.bug_span[1]])
+      self.assertTrue(parse_app(extract_app(m.response).html).fatal, m.description)
+
+  def test_hang_loops(self):
+    muts = mutations.mutants(RESPONSE, operators=("hang",))
+    self.assertEqual(sum("in the handler" in m.description for m in muts), 2)
+    for m in muts:
+      self.assertIn(m.response[m.bug_span[0]:m.bug_span[1]].strip(),
+                    ("while (true) {}", "for (;;) {}"))
+      self.assertFalse(parse_app(extract_app(m.response).html).fatal)
+
   def test_deterministic_sampling(self):
     a = mutations.mutants(RESPONSE, seed=3, per_operator=1)
     b = mutations.mutants(RESPONSE, seed=3, per_operator=1)

@@ -116,8 +116,9 @@ class ErrorTest(parameterized.TestCase):
       ("missing_paren", "function f() {\n  count++;\n  render(;\n}", "JS syntax error: missing ')'",
        "render(;"),
       ("bad_declaration", "const = 5;", "JS syntax error: unexpected 'const ='", "const ="),
+      # The statement that opens the string, where the parser also fails.
       ("unterminated_string", "let s = 'abc;\nfoo();", "JS syntax error: unterminated string",
-       "'abc;"),
+       "let s = 'abc;"),
       ("dangling_operator", "x = 1 +;", "JS syntax error: unexpected '+'", "+"),
   )
   def test_js_syntax_error_is_fatal(self, js, message, text):

@@ -6,6 +6,12 @@ keys"). What the running browser reported (stack frames, listener locations, mat
 rules) comes first; reading the source (element look-ups, bindings) fills in where the
 browser had nothing to say. All work is in app coordinates, converted to response spans
 at the end; the result is deterministic.
+
+Where the policy fails most: a selector that matches nothing blames the element the app
+most plausibly meant (`targets`; `evidence.target_guess` says which, or why none); a
+listener or binding for an event the action does not fire blames the binding; a hang
+blames the loop the paused script was in; a syntax error blames the construct left open
+and where parsing fails (`evidence.syntax_spans`).
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from rcca_jax.credit.align import Span, contains, merge_spans, subtract_spans
-from rcca_jax.credit.context import JsIndex, expand_context, statement_span
+from rcca_jax.credit.context import FUNCTION_TYPES, JsIndex, expand_context, statement_span
+from rcca_jax.credit.targets import MIN_SCORE, TargetFinder, last_compound, parse_steps
 from rcca_jax.evaluation import dsl
 from rcca_jax.evaluation.extract import Extraction, extract_app
 from rcca_jax.evaluation.source import ParsedApp, parse_app
@@ -29,7 +36,7 @@ _ACTION_EVENTS = {
               "touchend", "change", "input", "submit"),
     "hover": ("mouseover", "mouseenter", "mousemove", "pointerover", "pointerenter",
               "pointermove", "mouseout", "mouseleave"),
-    "fill": ("input", "change", "keydown", "keyup", "keypress", "beforeinput"),
+    "fill": ("input", "beforeinput"),    # inserted text: no key events, no blur
     "press": ("keydown", "keyup", "keypress", "input", "submit", "change"),
     "select": ("change", "input"),
     "check": ("change", "click", "input"),
@@ -37,6 +44,17 @@ _ACTION_EVENTS = {
 _ACTION_EVENTS["dblclick"] = _ACTION_EVENTS["click"] + ("dblclick",)
 _ACTION_EVENTS["uncheck"] = _ACTION_EVENTS["check"]
 _GLOBAL_TARGETS = ("document", "window", "document.body")
+_LOOPS = frozenset({"for_statement", "for_in_statement", "while_statement", "do_statement"})
+_VALUE_INPUTS = frozenset({"date", "time", "datetime-local", "month", "week", "color", "range"})
+_JS_LOOKUP = re.compile(r"(getElementById|querySelector(?:All)?)\(\s*[\"'`]([^\"'`]+)[\"'`]")
+_FORM_TAGS = frozenset({"input", "select", "textarea", "label", "option", "form"})
+_DOM_EVENTS = frozenset(
+    t for events in _ACTION_EVENTS.values() for t in events) | frozenset({
+        "load", "DOMContentLoaded", "resize", "scroll", "focus", "blur", "focusin", "focusout",
+        "contextmenu", "wheel", "animationend", "transitionend", "beforeunload", "hashchange",
+        "popstate", "storage", "visibilitychange", "error", "reset", "invalid", "drag",
+        "dragstart", "dragend", "dragover", "dragenter", "dragleave", "drop", "copy", "paste",
+        "cut", "pointerleave", "pointerout", "pointercancel", "touchmove", "selectionchange"})
 _NULL_ACCESS = re.compile(
     r"Cannot (?:read|set) propert(?:y|ies) (?:of (?:null|undefined) )?\((?:reading|setting) "
     r"'([^']+)'\)|(?:null|undefined) is not an object \(evaluating '([^']+)'\)")
@@ -58,6 +76,8 @@ def localize_record(record: dict[str, Any], response: str) -> dict[str, Any]:
   for issue in record.get("issues") or []:
     new = copy.deepcopy(issue)
     direct, context = loc.localize(issue)
+    if loc.target_note is not None:
+      new.setdefault("evidence", {})["target_guess"] = loc.target_note
     if not direct:
       direct = merge_spans(issue.get("direct") or [])
     new["direct"] = [list(s) for s in direct]
@@ -80,6 +100,8 @@ class Localizer:
     self._app: ParsedApp | None = None
     self._index: JsIndex | None = None
     self._html_ids: list[tuple[str, Span, Span]] | None = None
+    self._targets: TargetFinder | None = None
+    self.target_note: dict[str, Any] | None = None   # the last issue's missing-target guess
     if self.ext is not None:
       segs = sorted(self.ext.segments, key=lambda s: s[1])
       self._resp_starts = [s[1] for s in segs]
@@ -97,6 +119,12 @@ class Localizer:
     if self._index is None:
       self._index = JsIndex(self.app)
     return self._index
+
+  @property
+  def targets(self) -> TargetFinder:
+    if self._targets is None:
+      self._targets = TargetFinder(self.app, self.index)
+    return self._targets
 
   def to_app(self, offset: int | None) -> int | None:
     """App offset of a response offset inside the extracted document."""
@@ -131,8 +159,12 @@ class Localizer:
   def localize(self, issue: dict[str, Any]) -> tuple[list[Span], list[Span]]:
     """(direct, context) response spans of one issue."""
     ev = issue.get("evidence") or {}
+    self.target_note = None
     direct_resp: list[Span] = []
-    if _is_span(ev.get("node_span")):
+    syntax = [tuple(x) for x in ev.get("syntax_spans") or [] if _is_span(x)]
+    if syntax:                           # the construct left open and where parsing fails
+      direct_resp.extend(syntax)
+    elif _is_span(ev.get("node_span")):
       direct_resp.append(tuple(ev["node_span"]))
     for quote in ev.get("quotes") or []:
       if isinstance(quote, str):
@@ -141,10 +173,17 @@ class Localizer:
       return merge_spans(direct_resp), []
     context: list[Span] = []
     thrown = self._exception(ev, context)
+    handlers: list[Span] = []
+    self._listeners(ev, handlers, context)
     found: list[Span] = []
-    self._listeners(ev, found, context)
     self._css(ev, found, context)
     self._element(ev, found, context)
+    # A guessed missing target: the handlers did their work on an element under another
+    # name, so they are context.
+    if (self.target_note or {}).get("guess"):
+      context.extend(handlers)
+    else:
+      found.extend(handlers)
     # An exception the browser saw is the most specific evidence: what the rubric's
     # target and path point at is then context.
     direct = thrown if thrown else found
@@ -179,6 +218,8 @@ class Localizer:
     if not stmts:
       return []
     pos, stmt = stmts[0]
+    if ev.get("hang"):
+      return self._loop(pos, stmts[1:], context)
     callbacks = [f.span for f in self.index.functions
                  if contains(stmt, f.span) and not f.span[0] <= pos < f.span[1]
                  and f.span != stmt]
@@ -189,6 +230,31 @@ class Localizer:
     if m:
       direct.extend(self._null_sources(stmt, m.group(1) or m.group(2)))
     return direct
+
+  def _loop(self, pos: int, outer: list[tuple[int, Span]], context: list[Span]) -> list[Span]:
+    """Direct spans of a hang: the header of the innermost loop around the position where
+    the script was paused (the statement itself when no loop encloses it in its function)."""
+    html = self.app.html
+    while pos < len(html) - 1 and html[pos].isspace():   # a line position (profiler)
+      pos += 1
+    stmt = self.statement_at(pos) or (pos, pos + 1)
+    block = self.app.block_at(pos)
+    node = block.node_at(pos) if block is not None else None
+    while node is not None and node.type not in _LOOPS and node.type not in FUNCTION_TYPES:
+      node = node.parent
+    context.extend(s for _, s in outer)
+    if node is None or node.type not in _LOOPS:
+      return [stmt]
+    start, end = block.node_app_span(node)
+    body = node.child_by_field_name("body")
+    if body is not None and node.type == "do_statement":
+      start = block.node_app_span(body)[1]          # `while (cond);` after the body
+    elif body is not None:
+      end = block.node_app_span(body)[0]            # `while (cond)` / `for (...)`
+    text = self.app.html[start:end]
+    header = (start + len(text) - len(text.lstrip()), end - len(text) + len(text.rstrip()))
+    context.append(block.node_app_span(node))
+    return [header] if contains(header, stmt) or contains(stmt, header) else [header, stmt]
 
   def _null_sources(self, stmt: Span, prop: str) -> list[Span]:
     """Where the null/undefined object whose `prop` the statement accessed was assigned."""
@@ -205,17 +271,26 @@ class Localizer:
   def _listeners(self, ev: dict[str, Any], direct: list[Span], context: list[Span]) -> None:
     """Handlers of the elements the rubric acted on (CDP), else bindings found in the JS.
 
-    An acted-on element with no binding at all is blamed itself, and the bindings of
-    the same events elsewhere (where the missing one would be) are context."""
-    actions = _actions(ev.get("path"))
-    types = {t for a in actions for t in _ACTION_EVENTS.get(a.verb, ())}
+    A listener on an acted-on element whose event the action does not fire (`clik`,
+    `change` on a button) blames its binding statement; its handler is context. An
+    acted-on element with no binding at all is blamed itself, and the bindings of the
+    same events elsewhere (where the missing one would be) are context."""
+    missing = _missing_selector(ev)     # nothing to bind: `_element` guesses the target
+    actions = [a for a in _actions(ev.get("path")) if missing is None or a.selector != missing]
     listeners = [l for l in ev.get("listeners") or [] if isinstance(l, dict)]
-    relevant = [l for l in listeners if l.get("type") in types] or listeners
+    tags = {a.selector: self._target_kind(a.selector) for a in actions}
+    fires = [l for l in listeners if any(_fires(a, tags[a.selector], l) for a in actions)]
+    misbound = [l for l in listeners if l not in fires and _misbound(l, actions, fires)]
     found = False
-    for lst in relevant:
+    for lst in fires or ([] if misbound else listeners):
       pos = self._position(lst)
       if pos is not None:
         found |= self._handler(pos, direct)
+    for lst in misbound:
+      pos = self._position(lst)
+      if pos is not None:
+        found |= self._binding_of_handler(pos, direct, context)
+    types = {t for a in actions for t in _ACTION_EVENTS.get(a.verb, ())}
     delegated = any(l.get("node") == "ancestor" and l.get("type") in types for l in listeners)
     for action in actions:
       if delegated or (action.selector is None and action.verb != "press"):
@@ -227,45 +302,101 @@ class Localizer:
       events = _ACTION_EVENTS.get(action.verb, ())
       ids = re.findall(r"#([\w-]+)", action.selector)
       if found and ids and not any(
-          l.get("node") == "target" and l.get("type") in events
+          l.get("node") == "target" and (l.get("type") in events or l in misbound)
           and re.search("#" + re.escape(ids[-1]) + r"(?![\w-])", str(l.get("selector", "")))
           for l in listeners):
         self._missing_binding(action.selector, direct, context)
     if found or not actions:
       return
     for action in actions:             # no browser evidence: bindings in the source
-      lookups = [] if action.selector is None else self.index.element_lookups(action.selector)
-      targets = set(_GLOBAL_TARGETS) if action.selector is None else {
-          lk.var[0] for lk in lookups if lk.var}
-      chained = {lk.stmt for lk in lookups if lk.var is None}   # el(...).addEventListener
-      events = _ACTION_EVENTS.get(action.verb, ())
-      tags = [tag for i, tag, _ in self.html_ids()
-              if action.selector and action.selector.strip() == "#" + i]
-      before = len(direct)
-      for b in self.index.bindings:
-        if b.target == "<attribute>" and any(contains(t, b.stmt) for t in tags):
-          direct.append(b.stmt)
-          self._callees(b.stmt, direct)
-        elif b.event in events and (b.target in targets or b.stmt in chained):
-          if b.handler_span is not None:
-            direct.append(b.handler_span)
-          for f in self.index.functions_named(b.handler_name or ""):
-            direct.append(f.span)
-      if len(direct) == before:
+      if not self._source_bindings(action, direct, context):
         self._missing_binding(action.selector, direct, context)
+
+  def _source_bindings(self, action: dsl.Step, direct: list[Span],
+                       context: list[Span]) -> bool:
+    """Handlers bound in the JS to the action's element for events it fires; failing
+    those, its bindings to other events (their statements direct, handlers context)."""
+    lookups = [] if action.selector is None else self.index.element_lookups(action.selector)
+    targets = set(_GLOBAL_TARGETS) if action.selector is None else {
+        lk.var[0] for lk in lookups if lk.var}
+    chained = {lk.stmt for lk in lookups if lk.var is None}   # el(...).addEventListener
+    events = fired_events(action, *self._target_kind(action.selector))
+    tags = [t.app_span for t in self.targets.tags
+            if action.selector and last_compound(action.selector).ids
+            and last_compound(action.selector).matches(t)]
+    mine = [b for b in self.index.bindings
+            if (b.target == "<attribute>" and any(contains(t, b.stmt) for t in tags))
+            or b.target in targets or b.stmt in chained]
+    before = len(direct)
+    for b in mine:
+      if b.event not in events and b.event is not None:
+        continue
+      if b.target == "<attribute>":
+        direct.append(b.stmt)
+        self._callees(b.stmt, direct)
+        continue
+      if b.handler_span is not None:
+        direct.append(b.handler_span)
+      for f in self.index.functions_named(b.handler_name or ""):
+        direct.append(f.span)
+    if len(direct) > before or action.selector is None:
+      return len(direct) > before
+    for b in mine:                       # bound, but to an event the action does not fire
+      direct.extend(self._binding_statement(b, context))
+    return len(direct) > before
+
+  def _binding_of_handler(self, pos: int, direct: list[Span], context: list[Span]) -> bool:
+    """A listener of the wrong event: the statement binding it is direct, its handler
+    context (the handler itself when no binding in the source names it)."""
+    func = self.index.function_at(pos)
+    if func is None:
+      return self._handler(pos, direct)
+    bindings = [b for b in self.index.bindings
+                if b.handler_span == func.span or (func.name and b.handler_name == func.name)]
+    if not bindings:
+      return self._handler(pos, direct)
+    for b in bindings:
+      direct.extend(self._binding_statement(b, context))
+    context.append(func.span)
+    return True
+
+  def _binding_statement(self, b, context: list[Span]) -> list[Span]:
+    """A binding's own text: the statement without the functions it passes (context), or
+    an `on*="..."` attribute with its name."""
+    if b.target == "<attribute>":
+      m = re.search(r"\bon[a-z]+\s*=\s*[\"']?\Z", self.app.html[max(0, b.stmt[0] - 40):b.stmt[0]],
+                    re.IGNORECASE)
+      return [(b.stmt[0] - len(m.group()) if m else b.stmt[0], b.stmt[1])]
+    handlers = [b.handler_span] if b.handler_span is not None else []
+    context.extend(handlers)
+    return subtract_spans([b.stmt], handlers)
+
+  def _target_kind(self, selector: str | None) -> tuple[str | None, str]:
+    """(tag, input type) of the element a selector names, from the static markup, else
+    the selector's tag."""
+    if selector is None:
+      return None, ""
+    want = last_compound(selector)
+    tag = next((t for t in self.targets.tags if (want.ids or want.classes or want.attr_names)
+                and want.matches(t)), None)
+    if tag is None:
+      return want.tag, ""
+    return tag.tag, tag.attributes.get("type", "").lower()
 
   def _missing_binding(self, selector: str | None, direct: list[Span],
                        context: list[Span]) -> None:
-    """The rubric acted on an element that nothing listens to: blame the element. Context:
-    the app's event wiring, functions and variables nothing uses any more, and the code
+    """The rubric acted on an element that nothing listens to. Nothing is direct (the
+    binding that is missing has no text); context: the element, the app's event wiring
+    (the siblings' bindings), functions and variables nothing uses any more, and the code
     that holds the element (its look-ups, their uses, and the functions using it: the
     would-be handler)."""
+    del direct
     context.extend(b.stmt for b in self.index.bindings)
     context.extend(f.span for f in self.index.unused_functions())
     context.extend(self.index.unread_variables())
     if selector is None:
       return
-    direct.extend(self._markup({}, selector))
+    context.extend(self._markup({}, selector))
     ids = re.findall(r"#([\w-]+)", selector)
     classes = set()
     for tag in self.app.start_tags:
@@ -346,13 +477,20 @@ class Localizer:
     selector = ev.get("selector")
     steps = _actions(ev.get("step"), keep_expect=True)
     step = steps[0] if steps else None
+    if step is not None and step.expect == "js":
+      self._js_targets(ev, step, direct, context)
     if not isinstance(selector, str) or step is None:
       return
     element = ev.get("element") if isinstance(ev.get("element"), dict) else {}
     counted = step.expect == "count" and isinstance(ev.get("observed"), (int, float)) and ev["observed"] > 0
     if element.get("exists") is False and not counted:
-      direct.extend(self._creators(selector))
-      direct.extend(self._near_miss(selector))
+      creators = self._creators(selector)
+      direct.extend(creators)
+      want = last_compound(selector)
+      if want.ids or (want.classes and not creators):   # a name the app may have changed
+        self._missing_target(ev, selector, step, direct, context)
+      elif (absent := self._absent_id(selector)) is not None:    # `#renamed option`
+        self._missing_target(ev, absent, step, direct, context, as_expectation=True)
       return
     markup = self._markup(ev, selector)
     if step.verb != "expect":
@@ -396,22 +534,90 @@ class Localizer:
     return [tag]
 
   def _creators(self, selector: str) -> list[Span]:
-    """JS statements whose string literals name the selector's id or classes."""
+    """JS statements whose string literals name the selector's id or classes: the name
+    alone, as a selector (`#x`, `.x`) or in markup (`id="x"`, `class="a x"`)."""
     names = re.findall(r"[#.]([\w-]+)", selector)
     if not names:
       return []
-    pats = [re.compile(r"(?<![\w-])" + re.escape(n) + r"(?![\w-])") for n in names]
+    pats = [re.compile(r"^[\"'`]\s*" + re.escape(n) + r"\s*[\"'`]$|[#.]" + re.escape(n)
+                       + r"(?![\w-])|\b(?:id|class)\s*=\s*[\"'][^\"']*(?<![\w-])" + re.escape(n)
+                       + r"(?![\w-])") for n in names]
     return sorted({stmt for text, stmt in self.index.strings if any(p.search(text) for p in pats)})
 
-  def _near_miss(self, selector: str) -> list[Span]:
-    """Static elements whose id is a near miss of the selector's id (a typo)."""
-    ids = re.findall(r"#([\w-]+)", selector)
-    known = {i: tag for i, tag, _ in self.html_ids()}
-    out = []
-    for want in ids:
-      for got in difflib.get_close_matches(want, sorted(known), n=2, cutoff=0.75):
-        out.append(known[got])
-    return out
+  def _missing_target(self, ev: dict[str, Any], selector: str, step: dsl.Step,
+                      direct: list[Span], context: list[Span],
+                      as_expectation: bool = False) -> None:
+    """A selector that matched nothing: blame the element the app most plausibly meant
+    (its identifying attribute and the code naming it); its wiring is context. When no
+    element is plausible, the evidence says so and nothing is blamed directly.
+    `as_expectation`: the selector is only part of what the step named (an ancestor, or
+    a look-up inside `expect js`), so any element may be meant."""
+    finder = self.targets
+    check = parse_steps(ev.get("check") or ev.get("path") or [])
+    verb, kind = ("expect", "exists") if as_expectation else (
+        step.verb, step.expect if step.verb == "expect" else None)
+    handlers = self._action_handlers(ev, selector)
+    guess, ranked = finder.guess(selector, (verb, kind, selector), check,
+                                 ev.get("expected"), ev.get("rubric_selectors") or [],
+                                 handlers, _ACTION_EVENTS.get(verb, ()))
+    self.target_note = {"selector": selector, "candidates": ranked,
+                        "guess": None if guess is None else ranked[0]["element"]}
+    if guess is None:
+      self.target_note["why"] = ("no element is plausible" if not ranked or
+                                 ranked[0]["score"] < MIN_SCORE else
+                                 "several elements are equally plausible")
+      return
+    direct.append(finder.attribute_span(guess.element, guess.attribute, guess.value))
+    shared = guess.attribute == "class" and sum(
+        guess.value in t.attributes.get("class", "").split() for t in finder.tags) > 1
+    if not shared:
+      for stmt in finder.references(guess.attribute, guess.value):
+        callbacks = self._callbacks(stmt)
+        direct.extend(subtract_spans([stmt], callbacks))
+        context.extend(callbacks)
+    bindings = finder.bindings_of(guess.element)
+    context.extend(b.stmt for b in bindings)
+    context.extend(finder.handler_spans(bindings))
+    for sel in finder.selectors_for(guess.element):
+      context.extend(self.index.element_writes(sel))
+    context.append(guess.element.app_span)
+
+  def _js_targets(self, ev: dict[str, Any], step: dsl.Step, direct: list[Span],
+                  context: list[Span]) -> None:
+    """`expect js` reading an element that does not exist: its missing target."""
+    for method, arg in _JS_LOOKUP.findall(str(step.value)):
+      selector = "#" + arg if method == "getElementById" else arg
+      if self._creators(selector):
+        continue
+      absent = self._absent_id(selector)
+      if absent is not None:
+        self._missing_target(ev, absent, step, direct, context, as_expectation=True)
+        return
+
+  def _absent_id(self, selector: str) -> str | None:
+    """`#x` for the first id in the selector that no static element has."""
+    known = {t.attributes.get("id") for t in self.targets.tags}
+    return next((f"#{i}" for i in re.findall(r"#([\w-]+)", selector) if i not in known), None)
+
+  def _callbacks(self, stmt: Span) -> list[Span]:
+    """Functions passed inside a statement (its callbacks)."""
+    return [f.span for f in self.index.functions if contains(stmt, f.span) and f.span != stmt]
+
+  def _action_handlers(self, ev: dict[str, Any], missing: str) -> list[Span]:
+    """Handler functions (and what they call) of the elements the rubric acted on."""
+    spans = []
+    for lst in ev.get("listeners") or []:
+      pos = self._position(lst) if isinstance(lst, dict) else None
+      func = self.index.function_at(pos) if pos is not None else None
+      if func is not None:
+        spans.append(func.span)
+    finder = self.targets
+    for action in _actions(ev.get("path")):
+      if action.selector and action.selector != missing:
+        for tag in finder.tags:
+          if last_compound(action.selector).matches(tag):
+            spans.extend(finder.handler_spans(finder.bindings_of(tag)))
+    return finder.closure(spans)
 
   def html_ids(self) -> list[tuple[str, Span, Span]]:
     """(id, start-tag span, element span) of the static elements that have an id."""
@@ -473,6 +679,44 @@ def _normalize(text: str) -> tuple[str, list[int]]:
       chars.extend(m.group())
       where.extend(range(m.start(), m.end()))
   return "".join(chars), where
+
+
+def fired_events(action: dsl.Step, tag: str | None, kind: str) -> frozenset[str]:
+  """Events the rubric runner's action fires on its target (`tag`, input `kind`): a click
+  changes form controls only; filling inserts text (no key events, no blur), except that
+  it sets date/color/range-like inputs by value (`change`) and clears with Delete."""
+  events = set(_ACTION_EVENTS.get(action.verb, ()))
+  if action.verb in ("click", "dblclick") and tag is not None and tag not in _FORM_TAGS:
+    events -= {"change", "input"}
+  if action.verb == "fill":
+    if kind in _VALUE_INPUTS:
+      events.add("change")
+    if not action.value:
+      events |= {"keydown", "keyup"}
+  return frozenset(events)
+
+
+def _fires(action: dsl.Step, target: tuple[str | None, str], listener: dict[str, Any]) -> bool:
+  return listener.get("type") in fired_events(action, *target)
+
+
+def _misbound(listener: dict[str, Any], actions: Sequence[dsl.Step],
+              fires: Sequence[dict[str, Any]]) -> bool:
+  """A listener on the acted-on element (with none there that fires), or anywhere with a
+  misspelling of an event the actions fire."""
+  events = sorted({t for a in actions for t in _ACTION_EVENTS.get(a.verb, ())})
+  if listener.get("node") == "target":
+    return not any(l.get("node") == "target" and l.get("selector") == listener.get("selector")
+                   for l in fires) and bool(actions)
+  event = str(listener.get("type", ""))
+  return event not in _DOM_EVENTS and bool(difflib.get_close_matches(event, events, cutoff=0.75))
+
+
+def _missing_selector(ev: dict[str, Any]) -> str | None:
+  """The failing step's selector when it matched nothing (a count of zero included)."""
+  element = ev.get("element") if isinstance(ev.get("element"), dict) else {}
+  selector = ev.get("selector")
+  return selector if isinstance(selector, str) and element.get("exists") is False else None
 
 
 def _actions(steps: Any, keep_expect: bool = False) -> list[dsl.Step]:

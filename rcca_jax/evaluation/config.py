@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+HANG_LOCATORS = ("replay", "debugger", "profiler", "none")
+
 
 @dataclasses.dataclass(frozen=True)
 class EvalConfig:
@@ -24,6 +26,8 @@ class EvalConfig:
   accept_confirm: bool = True        # what window.confirm() returns
   share_readonly_loads: bool = True  # initial rubrics made only of expectations share a load
   gate_on_interaction_errors: bool = True  # exceptions in rubric paths fail the runtime gate
+  hang_locator: str = "replay"       # where a hung script loops: see hang_locator.py
+  hang_probe_timeout: float = 1.0    # deadline of the replay that locates a hang
   judge_url: str | None = None       # OpenAI-compatible base URL (with or without /v1)
   judge_model: str | None = None
   judge_timeout: float = 60.0
@@ -51,6 +55,9 @@ class EvalConfig:
     if "viewport" in kw:
       kw["viewport"] = tuple(int(v) for v in kw["viewport"])
     config = cls(**kw)
+    if config.hang_locator not in HANG_LOCATORS:
+      raise ValueError(f"hang_locator must be one of {', '.join(HANG_LOCATORS)}, "
+                       f"not {config.hang_locator!r}")
     config.reward_config()  # validates the reward section now, not in a worker later
     return config
 

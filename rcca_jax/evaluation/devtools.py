@@ -43,7 +43,10 @@ async def _evaluate_handle(session: PageSession, expression: str,
 
 
 async def _script_urls(session: PageSession) -> dict[str, str]:
-  """scriptId -> URL of every script in the page (Debugger briefly enabled)."""
+  """scriptId -> URL of every script in the page (Debugger briefly enabled, unless the
+  session's hang locator keeps it on and tracks them)."""
+  if session.hangs is not None and session.hangs.script_urls is not None:
+    return session.hangs.script_urls
   urls: dict[str, str] = {}
   handler = lambda e: urls.__setitem__(e["scriptId"], e.get("url", ""))  # noqa: E731
   session.cdp.on("Debugger.scriptParsed", handler)

@@ -13,7 +13,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from rcca_jax.evaluation import extract as extract_lib
 from rcca_jax.evaluation import reward as reward_lib
@@ -122,9 +122,9 @@ class _Mapper:
     span = self.parsed.statement_at(self.ex.line_col_to_app(line, column))
     return self.ex.span_to_response(*span) if span else []
 
-  def frames(self, exc: PageException, url: str) -> list[dict[str, Any]]:
+  def frames(self, frames: Sequence[dict[str, Any]], url: str) -> list[dict[str, Any]]:
     out = []
-    for f in exc.frames[:20]:
+    for f in frames[:20]:
       mine = f["url"] == url
       out.append({"function": f["function"], "line": f["line"], "column": f["column"],
                   "url": f["url"], "offset": self.offset(f["line"], f["column"]) if mine else None})
@@ -132,7 +132,7 @@ class _Mapper:
 
   def exception(self, exc: PageException, url: str) -> tuple[dict[str, Any], list]:
     """Evidence and direct spans of an uncaught exception (innermost app frame)."""
-    stack = self.frames(exc, url)
+    stack = self.frames(exc.frames, url)
     top = next((f for f in stack if f["offset"] is not None), None)
     direct = self.statement(top["line"], top["column"]) if top else []
     evidence = {"exception": {"message": exc.message, "offset": top["offset"] if top else None},
@@ -263,6 +263,7 @@ class Evaluator:
     logs: list[PageLog] = []
     results: dict[str, RubricResult] = {}
     runtime_ok, hangs = True, 0
+    selectors = sorted({s.selector for r in task.rubrics for s in r.steps or () if s.selector})
     groups = self._plan(task) or [[]]
     for gi, group in enumerate(groups):
       if hangs >= _MAX_HANGS:
@@ -270,25 +271,36 @@ class Evaluator:
           results[r.id] = RubricResult(r.id, False, "critical", "not run: the page hung "
                                        f"{hangs} times")
         continue
-      load = await session.load(st.extraction.html)
+      html = st.extraction.html
+      load = await session.load(html)
       logs.append(session.log)
       if not load.ok or (gi == 0 and session.log.exceptions):
         runtime_ok = False
-        issues.extend(self._load_issues(load, session.log, mapper))
+        log = session.log
+        stack = [] if load.ok else await self._hang_stack(session, mapper,
+                                                          lambda: session.load(html))
+        issues.extend(self._load_issues(load, log, mapper, stack))
         for r in task.rubrics:
           results.setdefault(r.id, RubricResult(r.id, None, None,
                                                 "not run: runtime gate failed"))
         break
       for r in group:
         run = await runner.run(r.steps, r.level)
-        results[r.id], issue = self._rubric_result(r, run, session, mapper)
+        results[r.id], issue = self._rubric_result(r, run, session, mapper, selectors)
         if issue is not None:
           issues.append(issue)
         if run.hang:
+          stack = await self._hang_stack(session, mapper,
+                                         lambda r=r, run=run: self._replay(session, html, r, run))
+          if stack and issue is not None and issue.evidence.get("hang"):
+            issue.evidence["stack"] = stack
           hangs += 1
           runtime_ok = False
+          evidence = {"hang": run.hang, "path": run.path}
+          if stack:
+            evidence["stack"] = stack
           issues.append(Issue("runtime", f"the page hung during rubric {r.id}: {run.hang}",
-                              evidence={"hang": run.hang, "path": run.path}))
+                              evidence=evidence))
         elif run.exceptions and self.config.gate_on_interaction_errors:
           runtime_ok = False
           for exc in _distinct(run.exceptions):
@@ -309,10 +321,30 @@ class Evaluator:
       return RubricResult(r.id, None, None, "ungraded: no check and no judge configured")
     return RubricResult(r.id, None, None, "not judged: the runtime gate failed")
 
-  def _load_issues(self, load, log: PageLog, mapper: _Mapper) -> list[Issue]:
+  async def _hang_stack(self, session: PageSession, mapper: _Mapper,
+                        replay: Callable[[], Awaitable[Any]]) -> list[dict[str, Any]]:
+    """Where a hang loops, as stack frames of the response: what the hang locator saw
+    when the script was terminated, else what a replay under the Debugger shows."""
+    frames, url = session.log.hang_frames, session.log.url
+    if not frames:
+      frames, url = await session.replay_hang(replay)
+    return mapper.frames(frames, url) if frames else []
+
+  @staticmethod
+  async def _replay(session: PageSession, html: str, r, run: rubric_runner.RubricRun) -> None:
+    """A fresh load and the rubric's steps up to the one that hung."""
+    load = await session.load(html)
+    if load.ok:
+      last = run.failure.step_index if run.failure else len(r.steps) - 1
+      await rubric_runner.RubricRunner(session).run(r.steps[:last + 1], r.level)
+
+  def _load_issues(self, load, log: PageLog, mapper: _Mapper,
+                   stack: list[dict[str, Any]]) -> list[Issue]:
     if not load.ok:
-      return [Issue("runtime", load.reason or "the page did not load",
-                    evidence={"hang": load.reason})]
+      evidence = {"hang": load.reason}
+      if stack:
+        evidence["stack"] = stack
+      return [Issue("runtime", load.reason or "the page did not load", evidence=evidence)]
     out = []
     for exc in _distinct(log.exceptions):
       evidence, direct = mapper.exception(exc, log.url)
@@ -323,7 +355,10 @@ class Evaluator:
     return out
 
   def _rubric_result(self, r, run: rubric_runner.RubricRun, session: PageSession,
-                     mapper: _Mapper) -> tuple[RubricResult, Issue | None]:
+                     mapper: _Mapper, selectors: Sequence[str] = ()
+                     ) -> tuple[RubricResult, Issue | None]:
+    """The rubric's result and its issue; the evidence names the rubric's whole check and
+    every selector of the task (what a missing target may have been renamed from)."""
     if run.passed is None:
       return RubricResult(r.id, None, None, run.detail), None
     if run.passed:
@@ -335,6 +370,9 @@ class Evaluator:
     direct: list[tuple[int, int]] = []
     if f.selector is not None:
       evidence["selector"] = f.selector
+    if f.element is not None and not f.element.get("exists"):
+      evidence["check"] = [str(s) for s in r.steps]
+      evidence["rubric_selectors"] = list(selectors)
     if f.element is not None:
       evidence["element"] = {k: f.element.get(k) for k in
                              ("tag", "id", "classes", "outer_html", "exists")}

@@ -20,12 +20,13 @@ import dataclasses
 import json
 import re
 import time
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Callable
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
 
 from rcca_jax.evaluation import browser as browser_lib
+from rcca_jax.evaluation import hang_locator
 from rcca_jax.evaluation.config import EvalConfig
 
 APP_HOST_SUFFIX = ".rcca.invalid"
@@ -110,6 +111,7 @@ class PageLog:
   popups: list[str] = dataclasses.field(default_factory=list)
   blocked: list[dict[str, str]] = dataclasses.field(default_factory=list)
   navigations: list[str] = dataclasses.field(default_factory=list)
+  hang_frames: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # where it looped
 
 
 @dataclasses.dataclass
@@ -146,6 +148,7 @@ class PageSession:
     self.context = None
     self.page = None
     self.cdp = None
+    self.hangs: hang_locator.HangLocator | None = None
     self.log = PageLog()
     self._html = ""
     self._app_url = ""
@@ -197,6 +200,7 @@ class PageSession:
   async def _close_context(self) -> None:
     if self.context is not None:
       ctx, self.context, self.page, self.cdp = self.context, None, None, None
+      self.hangs = None
       await asyncio.wait_for(ctx.close(), _CLOSE_TIMEOUT)
 
   async def _new_context(self) -> None:
@@ -217,17 +221,18 @@ class PageSession:
     self.cdp.on("Runtime.consoleAPICalled", self._on_console)
     self.cdp.on("Runtime.executionContextCreated", self._on_context_created)
     self.cdp.on("Runtime.bindingCalled", self._on_binding_called)
+    self.hangs = hang_locator.make(self.config.hang_locator, self.cdp)
     source = _ON_NEW_DOCUMENT_JS % (_SETTLE_JS, json.dumps(self.config.settle_ms),
                                     _SETTLED_BINDING)
     # Sent together (Chromium handles them in order); new-document scripts need Page on.
-    _, _, _, _, tree = await asyncio.gather(
+    results = await asyncio.gather(
         self.cdp.send("Runtime.enable"), self.cdp.send("Page.enable"),
         self.cdp.send("Runtime.addBinding", {"name": _SETTLED_BINDING,
                                              "executionContextName": _WORLD_NAME}),
         self.cdp.send("Page.addScriptToEvaluateOnNewDocument", {
             "source": source, "worldName": _WORLD_NAME}),
-        self.cdp.send("Page.getFrameTree"))
-    self._frame_id = tree["frameTree"]["frame"]["id"]
+        self.cdp.send("Page.getFrameTree"), *self.hangs.setup())
+    self._frame_id = results[4]["frameTree"]["frame"]["id"]
     self._apps_in_context = 0
 
   async def reset(self) -> None:
@@ -378,17 +383,52 @@ class PageSession:
       raise PageCrashed("the tab crashed")
 
   async def _recover_from_hang(self) -> None:
-    """Terminates the running script; rebuilds the context if the page stays stuck."""
+    """Terminates the running script (noting where it looped, `log.hang_frames`);
+    rebuilds the context if the page stays stuck."""
     try:
+      frames = await self.hangs.before_terminate()
       await asyncio.wait_for(self.cdp.send("Runtime.terminateExecution"), _PROBE_TIMEOUT)
       await asyncio.wait_for(self.cdp.send("Runtime.evaluate", {"expression": "0"}),
                              _PROBE_TIMEOUT)
+      frames = frames or await self.hangs.after_terminate()
+      if frames and not self.log.hang_frames:
+        self.log.hang_frames = frames
       return
     except Exception:  # pylint: disable=broad-except
       pass
     self._raise_if_dead()
     await self.reset()
     self._app_url = ""  # the page that hung is gone
+
+  async def replay_hang(self, replay: Callable[[], Awaitable[Any]]
+                        ) -> tuple[list[dict[str, Any]], str]:
+    """Where a terminated hang loops (`hang_locator="replay"`): runs `replay` (load the
+    app again, redo what hung) with the Debugger on and `hang_probe_timeout` deadlines, so
+    the hang is paused at its deadline. Returns (frames, URL of the replayed load)."""
+    if not isinstance(self.hangs, hang_locator.ReplayLocator):
+      return [], ""
+    locator, config = self.hangs, self.config
+    debugger = locator.debugger
+    probe = min(config.hang_probe_timeout, config.load_timeout, config.step_timeout)
+    try:
+      await asyncio.gather(*debugger.setup())
+    except Exception:  # pylint: disable=broad-except
+      return [], ""
+    self.hangs = debugger
+    self.config = dataclasses.replace(config, load_timeout=probe, step_timeout=probe)
+    try:
+      await replay()
+    except (CallTimeout, JsError):
+      pass
+    finally:
+      self.config = config
+      if self.hangs is debugger:          # not replaced by a rebuilt context
+        self.hangs = locator
+        try:
+          await debugger.stop()
+        except Exception:  # pylint: disable=broad-except
+          pass
+    return self.log.hang_frames, self.log.url
 
   async def js(self, fn: str, *args: Any, what: str = "evaluate",
                timeout: float | None = None, main_world: bool = False,
@@ -438,6 +478,7 @@ class PageSession:
     self._world = None
     self._settled = asyncio.get_running_loop().create_future()
     start = time.monotonic()
+    await self.hangs.on_load()
     goto = self.page.goto(self._app_url, wait_until="load",
                           timeout=self.config.load_timeout * 1000 + 1000)
     try:

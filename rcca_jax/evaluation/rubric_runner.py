@@ -8,7 +8,8 @@ in an isolated world. After an action the page settles (one frame and a timer tu
 inside the next DOM read, in the same browser call; what happens meanwhile (an uncaught
 exception, a hang) is the action's. Severities: `critical` when a target matches nothing
 or cannot be interacted with, or an uncaught exception / hang happens during the interaction;
-`major` when an expectation is false; `minor` when it holds only up to normalisation,
+`major` when an expectation is false (a `count` of zero is a measured value, not a
+missing target, so a false count is `major` too); `minor` when it holds only up to normalisation,
 and for failed style checks of `rendering` rubrics.
 """
 
@@ -390,11 +391,9 @@ class RubricRunner:
 
     if kind == "count":
       n = r["count"]
-      sev = compare.compare_number(step.op, n, step.value)
-      if sev is None:
+      if compare.compare_number(step.op, n, step.value) is None:
         return None
-      sev = "critical" if n == 0 else "major"
-      return fail(sev, f"expected count of {sel!r} {step.op} {step.value:g}, got {n}",
+      return fail("major", f"expected count of {sel!r} {step.op} {step.value:g}, got {n}",
                   step.value, n)
     if kind == "hidden":
       if r["found"] and r["visible"]:

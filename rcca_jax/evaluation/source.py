@@ -24,7 +24,7 @@ import tree_sitter_css
 import tree_sitter_html
 import tree_sitter_javascript
 
-from rcca_jax.evaluation import extract, record
+from rcca_jax.evaluation import extract, js_syntax, record
 
 JS_TYPES = frozenset({
     "", "module", "text/javascript", "application/javascript", "application/ecmascript",
@@ -80,6 +80,7 @@ class SourceError:
   message: str
   app_span: tuple[int, int]
   fatal: bool
+  spans: tuple[tuple[int, int], ...] = ()   # what to blame when not `app_span` alone
 
 
 @dataclasses.dataclass(frozen=True)
@@ -355,8 +356,33 @@ def _js_error_message(node: tree_sitter.Node, text: str) -> str:
   return f"unexpected {_excerpt(text)!r}" if text.strip() else "unexpected end of input"
 
 
+def _open_construct_error(block: CodeBlock) -> SourceError | None:
+  """One error for a script whose block, string or template literal is left open: the
+  line that opens it and the line where parsing fails (js_syntax)."""
+  found = js_syntax.open_construct(block.text)
+  if found is None:
+    return None
+  spans = []
+  for offset in (found.opener, found.failure):
+    s, e = js_syntax.line_span(block.text, offset)
+    span = (block.app_start + s, block.app_start + e) if block.char_map is None else (
+        block.char_map[s], block.char_map[e])
+    if span not in spans:
+      spans.append(span)
+  line = block.text.count("\n", 0, found.opener) + 1
+  what = {"block": "missing '}': block", "string": "unterminated string",
+          "template literal": "unterminated template literal"}[found.kind]
+  return SourceError("js", f"JS syntax error: {what} opened at script line {line} left open: "
+                     f"{_excerpt(block.text[found.opener:])!r}", spans[0], True, tuple(spans))
+
+
 def _block_errors(block: CodeBlock) -> list[SourceError]:
-  """Error and missing nodes of one block as SourceErrors (spans at least 1 char)."""
+  """Error and missing nodes of one block as SourceErrors (spans at least 1 char); for a
+  script, one error naming the construct left open when there is one."""
+  if block.kind == "script" and block.tree.root_node.has_error:
+    error = _open_construct_error(block)
+    if error is not None:
+      return [error]
   errors = []
   for node in _walk(block.tree.root_node):
     if not (node.is_error or node.is_missing):
@@ -405,7 +431,8 @@ def source_issues(extraction: extract.Extraction,
   issues = []
   for err in parsed.errors:
     s, e = err.app_span
-    direct = extraction.span_to_response(s, e)
+    direct = [r for span in (err.spans or (err.app_span,))
+              for r in extraction.span_to_response(*span)]
     context: list[tuple[int, int]] = []
     if err.language == "js":
       statement = parsed.statement_at(s)
@@ -414,8 +441,11 @@ def source_issues(extraction: extract.Extraction,
           if ce > cs:
             context.extend(extraction.span_to_response(cs, ce))
     node_span = [direct[0][0], direct[-1][1]] if direct else None
+    evidence = {"node_span": node_span, "language": err.language, "fatal": err.fatal,
+                "excerpt": _excerpt(parsed.html[s:e])}
+    if err.spans:
+      evidence["syntax_spans"] = [list(r) for r in direct]
     issues.append(record.Issue(
         stage="source", message=err.message, severity=None, direct=direct, context=context,
-        evidence={"node_span": node_span, "language": err.language, "fatal": err.fatal,
-                  "excerpt": _excerpt(parsed.html[s:e])}))
+        evidence=evidence))
   return issues

@@ -1,11 +1,12 @@
 """One RL step's data: prompts -> G samples -> evaluation -> weights -> packed batch.
 
 The sampler's tokens are decoded to the response text; each token's character range
-in that text (from decoding growing prefixes) lets the evaluator's issue spans become
-per-token diagnostic weights (`credit.diagnostic_weights`). Evaluation runs in a
-host-side `Grader`, by default the `EvalPool` (spawned workers with browsers and a
-per-response deadline, so a hung or crashing app costs at most its deadline). The
-RCCA effective weights are computed inside the loss from `wbar` and the advantages.
+in that text (the tokenizer's offset mapping, computed in linear time) lets the
+evaluator's issue spans become per-token diagnostic weights
+(`credit.diagnostic_weights`). Evaluation runs in a host-side `Grader`, by default the
+`EvalPool` (spawned workers with browsers and a per-response deadline, so a hung or
+crashing app costs at most its deadline). The RCCA effective weights are computed
+inside the loss from `wbar` and the advantages.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rcca_jax.evaluation.grader import Grader
 from rcca_jax.evaluation.pool import Job
 from rcca_jax.rl import grpo
 from rcca_jax.rl import train_step
+from rcca_jax.train.offsets import token_offsets
 
 GATES = ("format", "source", "runtime")
 
@@ -51,24 +53,18 @@ class Rollout:
 
 def decode_with_offsets(tokenizer: Any, tokens: Sequence[int],
                         end_ids: Sequence[int]) -> tuple[str, np.ndarray]:
-  """Response text and each token's [start, end) in it.
+  """Response text and each token's [start, end) in it, in linear time.
 
-  Token i covers the characters its decoding adds to the prefix before it; an end
-  token (and any token that adds nothing) gets an empty range. Ranges are monotone.
+  The ranges are the tokenizer's offset mapping of the text re-encoded to these tokens
+  (`train.offsets`): a token holding part of a multi-byte character gets the whole
+  character's span. Trailing end tokens get the empty range at the end of the text.
   """
   body = list(tokens)
   while body and body[-1] in end_ids:
     body.pop()
   text = tokenizer.decode(body, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-  offsets = np.zeros((len(tokens), 2), np.int64)
-  prev = 0
-  for i in range(len(body)):
-    end = len(tokenizer.decode(body[:i + 1], skip_special_tokens=False,
-                               clean_up_tokenization_spaces=False))
-    end = min(max(end, prev), len(text))
-    offsets[i] = (prev, end)
-    prev = end
-  offsets[len(body):] = (len(text), len(text))
+  offsets = np.full((len(tokens), 2), len(text), np.int64)
+  offsets[:len(body)] = token_offsets(tokenizer, body, text)
   return text, offsets
 
 
