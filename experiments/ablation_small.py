@@ -14,7 +14,9 @@ Both arms start from the same SFT checkpoint per seed, with the same prompt orde
 sampling seeds; they differ only in `rl.policy_loss` (see `arms`).
 
 The model is the embedded default's tiny hybrid (one KDA and one MLA layer, hidden 128).
-Runtime and result: see experiments/results/ablation_small/README.md.
+Runtime: about 75 minutes for 3 seeds on 2 CPU cores. Result: greedy dev pass rate
+0.25 -> 0.53 in both arms, paired difference 0.00 on every seed
+(experiments/results/ablation_small/README.md).
 """
 
 import ml_collections
