@@ -489,6 +489,18 @@ document.getElementById('list').addEventListener('click', (e) => {
   e.target.textContent = 'x';
 });
 </script></body></html>"""
+def _evaluate_and_localize(task: dict, response: str) -> tuple[dict, dict]:
+  """The record of `response` from headless Chromium, and the record localized."""
+  from rcca_jax.data.tasks import parse_task
+  from rcca_jax.evaluation.evaluator import Evaluator
+  evaluator = Evaluator()
+  try:
+    record = evaluator.evaluate(parse_task(task), response, 0).to_json()
+  finally:
+    evaluator.close()
+  return record, localize_record(record, response)
+
+
 _BROWSER_TASK = {
     "id": "probe", "request": "counter",
     "rubrics": [
@@ -512,16 +524,8 @@ class RealEvaluatorTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    from rcca_jax.data.tasks import parse_task
-    from rcca_jax.evaluation.evaluator import Evaluator
     cls.response = "The app 🙂:\n```html\n" + _BROWSER_APP + "\n```\n"
-    evaluator = Evaluator()
-    try:
-      record = evaluator.evaluate(parse_task(_BROWSER_TASK), cls.response, 0).to_json()
-    finally:
-      evaluator.close()
-    cls.record = record
-    cls.localized = localize_record(record, cls.response)
+    cls.record, cls.localized = _evaluate_and_localize(_BROWSER_TASK, cls.response)
     cls.by_rubric = {i.get("rubric_id"): i for i in cls.localized["issues"]}
 
   def _texts(self, spans):
@@ -612,15 +616,8 @@ class RenamedTargetBrowserTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    from rcca_jax.data.tasks import parse_task
-    from rcca_jax.evaluation.evaluator import Evaluator
     cls.response = "```html\n" + _RENAMED_APP + "\n```"
-    evaluator = Evaluator()
-    try:
-      cls.record = evaluator.evaluate(parse_task(_RENAMED_TASK), cls.response, 0).to_json()
-    finally:
-      evaluator.close()
-    localized = localize_record(cls.record, cls.response)
+    cls.record, localized = _evaluate_and_localize(_RENAMED_TASK, cls.response)
     cls.by_rubric = {i.get("rubric_id"): i for i in localized["issues"]}
 
   def _texts(self, spans):
