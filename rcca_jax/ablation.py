@@ -33,6 +33,7 @@ from absl import logging
 import ml_collections
 from ml_collections import config_flags
 
+from rcca_jax.train.logging import read_rows
 
 
 def parse_overrides(text: str) -> list[tuple[str, str]]:
@@ -119,12 +120,8 @@ def check_configs(config: ml_collections.ConfigDict, seeds: int) -> list[str]:
 
 
 def _done(workdir: str, stage: str, step: int) -> bool:
-  path = os.path.join(workdir, "metrics.jsonl")
-  if not os.path.exists(path):
-    return False
-  with open(path, encoding="utf-8") as f:
-    rows = [json.loads(line) for line in f if line.strip()]
-  return any(r.get("stage") == stage and r.get("step") == step for r in rows)
+  return any(r.get("stage") == stage and r.get("step") == step
+             for r in read_rows(workdir))
 
 
 def _run(config: ml_collections.ConfigDict, workdir: str) -> float:

@@ -18,6 +18,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from rcca_jax.train.logging import read_rows
+
 BASELINE = "grpo"
 # RL-row diagnostics averaged over the steps of each run (ABLATION.md, "What to log").
 DIAGNOSTICS = ("reward_mean", "pass_rate", "zero_advantage_groups", "abs_advantage",
@@ -25,14 +27,6 @@ DIAGNOSTICS = ("reward_mean", "pass_rate", "zero_advantage_groups", "abs_advanta
                "ratio_min", "ratio_max", "logprob_gap", "kl", "bug_rate", "reference_rate",
                "bug_direct_recall", "bug_any_recall", "response_len")
 TIMING = ("sample_s", "eval_s", "train_s", "step_s")
-
-
-def _rows(workdir: str) -> list[dict[str, Any]]:
-  path = os.path.join(workdir, "metrics.jsonl")
-  if not os.path.exists(path):
-    return []
-  with open(path, encoding="utf-8") as f:
-    return [json.loads(line) for line in f if line.strip()]
 
 
 def _point(row: Mapping[str, Any]) -> dict[str, float]:
@@ -49,11 +43,11 @@ def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
   for arm in arms:
     runs, timing = [], {k: [] for k in TIMING}
     for seed in range(seeds):
-      sft = [r for r in _rows(os.path.join(workdir, f"seed_{seed}", "sft"))
+      sft = [r for r in read_rows(os.path.join(workdir, f"seed_{seed}", "sft"))
              if r.get("stage") == "eval" and r.get("after") == "sft"]
       if not sft:
         continue
-      rows = _rows(os.path.join(workdir, f"seed_{seed}", arm))
+      rows = read_rows(os.path.join(workdir, f"seed_{seed}", arm))
       rl = [r for r in rows if r.get("stage") == "rl"]
       evals = [dict(step=int(r["step"]), **_point(r)) for r in rows
                if r.get("stage") == "eval" and r.get("after") == "rl"]
@@ -71,14 +65,12 @@ def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
   return out
 
 
-def _eval_dirs(workdir: str, seed: int, arm: str) -> tuple[Optional[str], Optional[str]]:
-  """The post-SFT and the last RL evaluation directories of one run."""
-  def last(path: str, prefix: str) -> Optional[str]:
-    names = sorted(n for n in os.listdir(path) if n.startswith(prefix)) if os.path.isdir(
-        path) else []
-    return os.path.join(path, names[-1]) if names else None
-  return (last(os.path.join(workdir, f"seed_{seed}", "sft", "eval"), "sft_"),
-          last(os.path.join(workdir, f"seed_{seed}", arm, "eval"), "rl_"))
+def _last_eval(run_dir: str, prefix: str) -> Optional[str]:
+  """The run's last evaluation directory named `PREFIX*` (`sft_`, `rl_`), if any."""
+  root = os.path.join(run_dir, "eval")
+  names = sorted(n for n in os.listdir(root) if n.startswith(prefix)) if os.path.isdir(
+      root) else []
+  return os.path.join(root, names[-1]) if names else None
 
 
 def _outcomes(eval_dir: str, tasks: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -114,14 +106,13 @@ def task_outcomes(workdir: str, arms: Sequence[str], seeds: int) -> dict[str, An
     table[tid] = {"operator": rec["operator"], "rate": rec["rate"],
                   "description": rec["description"], "post_sft": [], **{a: [] for a in arms}}
   for seed in range(seeds):
-    for i, arm in enumerate(arms):
-      sft_dir, rl_dir = _eval_dirs(workdir, seed, arm)
-      if i == 0 and sft_dir:
-        for tid, o in _outcomes(sft_dir, tasks).items():
-          table[tid]["post_sft"].append(o)
-      if rl_dir:
-        for tid, o in _outcomes(rl_dir, tasks).items():
-          table[tid][arm].append(o)
+    runs = [("post_sft", _last_eval(os.path.join(workdir, f"seed_{seed}", "sft"), "sft_"))]
+    runs += [(arm, _last_eval(os.path.join(workdir, f"seed_{seed}", arm), "rl_"))
+             for arm in arms]
+    for column, eval_dir in runs:
+      if eval_dir:
+        for tid, o in _outcomes(eval_dir, tasks).items():
+          table[tid][column].append(o)
   return table
 
 

@@ -62,12 +62,10 @@ def _run(config) -> None:
   import jax  # pylint: disable=import-outside-toplevel
   if _multi_host():
     jax.distributed.initialize()
-  from rcca_jax.train import config_check  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
   logging.info("JAX process %d/%d, %d devices", jax.process_index(), jax.process_count(),
                jax.device_count())
-  config_check.check(config, num_devices=jax.device_count(), mode=_MODE.value)
-  trainer = trainer_lib.Trainer(config, _WORKDIR.value)
+  trainer = trainer_lib.Trainer(config, _WORKDIR.value, mode=_MODE.value)  # checks config
   if _MODE.value == "train":
     trainer.train()
   else:

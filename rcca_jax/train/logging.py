@@ -25,6 +25,15 @@ def _plain(value: Any) -> Any:
   return value
 
 
+def read_rows(workdir: str) -> list[dict[str, Any]]:
+  """The rows of `DIR/metrics.jsonl` (none when the file does not exist)."""
+  path = os.path.join(workdir, METRICS_FILE)
+  if not os.path.exists(path):
+    return []
+  with open(path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
 class MetricsLogger:
   """Appends one JSON row per logged step to `DIR/metrics.jsonl` and mirrors the
   numeric fields to TensorBoard as `STAGE/NAME` scalars.
@@ -42,10 +51,7 @@ class MetricsLogger:
       self._writer = SummaryWriter(os.path.join(workdir, "tb"))
 
   def rows(self) -> list[dict[str, Any]]:
-    if not os.path.exists(self.path):
-      return []
-    with open(self.path, encoding="utf-8") as f:
-      return [json.loads(line) for line in f if line.strip()]
+    return read_rows(os.path.dirname(self.path))
 
   def truncate(self, stage: str, step: int) -> None:
     """Removes rows of `stage` (and eval rows made during it) after `step`."""

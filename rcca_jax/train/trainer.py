@@ -168,10 +168,12 @@ class Trainer:
   """Builds everything from a config and runs the job; see the module docstring."""
 
   def __init__(self, config: ml_collections.ConfigDict, workdir: str, *,
-               sampler: Optional[Sampler] = None, grader: Optional[Grader] = None):
-    """`sampler` and `grader` replace the in-process `JaxSampler` and the browser
+               mode: str = "train", sampler: Optional[Sampler] = None,
+               grader: Optional[Grader] = None):
+    """`config` is checked for `mode` ("train" or "eval") before anything is built;
+    `sampler` and `grader` replace the in-process `JaxSampler` and the browser
     `EvalPool` (the trainer closes the grader when it closes)."""
-    config_check.check(config, num_devices=jax.device_count())
+    config_check.check(config, num_devices=jax.device_count(), mode=mode)
     self.config = config
     self.workdir = workdir
     os.makedirs(workdir, exist_ok=True)
@@ -318,6 +320,7 @@ class Trainer:
   def _score(self, pairs) -> list[float]:
     jobs = [Job(task=t, response=text, sample_id=i) for i, (t, text) in enumerate(pairs)]
     return [float(r.get("reward") or 0.0) for r in self.pool().run(jobs, progress=False)]
+
   def _logprob_fn(self):
     """Log-probs of a whole rollout batch, in slices as large as the step's."""
     micro = self.config.get("micro_batches", 1) * self.updates.mini_batches
