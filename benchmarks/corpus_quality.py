@@ -4,7 +4,7 @@ python benchmarks/corpus_quality.py [--tasks-per-family 1] [--per-operator 6] [-
     [--families counter tabs ...] [--json OUT]
 
 For each family it draws tasks, evaluates the reference app (the baseline: it must score
-1.0) and every mutant from `rcca_jax.data.mutations` (at most `--per-operator` per
+1.0) and every mutant from `rcca_jax.credit.mutations` (at most `--per-operator` per
 operator) with the real evaluator pool. A mutant is killed when its reward is below 1.0;
 "by rubric" counts the kills where all gates passed and a rubric failed. Prints the kill
 rate per family and per operator.
@@ -19,8 +19,8 @@ import random
 import sys
 import time
 
+from rcca_jax.credit import mutations
 from rcca_jax.data import chat
-from rcca_jax.data import mutations
 from rcca_jax.data.families import FAMILIES
 from rcca_jax.evaluation.pool import EvalPool, Job
 

@@ -36,7 +36,7 @@ from rcca_jax.evaluation.config import HANG_LOCATORS, EvalConfig
 from rcca_jax.evaluation.evaluator import Evaluator
 from rcca_jax.evaluation.page_session import PageSession
 from rcca_jax.evaluation.pool import EvalPool, Job, descendants
-from rcca_jax.evaluation.dsl import parse_check
+from rcca_jax.base.dsl import parse_check
 from rcca_jax.evaluation.rubric_runner import RubricRunner, is_readonly
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "data" / "examples"

@@ -4,7 +4,7 @@ python benchmarks/localization_accuracy.py [--tasks data/examples/tasks.jsonl da
     [--max-apps 40] [--workers 2] [--seed 0] [--per-operator N] [--operators OP ...]
     [--tokenizer data/tokenizer] [--json OUT]
 
-Applies the bug operators of `rcca_jax.data.mutations` (all of them by default, the
+Applies the bug operators of `rcca_jax.credit.mutations` (all of them by default, the
 policy-failure ones `EXTRA_OPERATORS` included) to every task's reference app,
 evaluates reference and mutants with the real evaluator (process pool, headless
 Chromium), localizes each detected mutant (reward < 1) and reports:
@@ -33,9 +33,11 @@ import time
 import numpy as np
 from transformers import AutoTokenizer
 
-from rcca_jax.credit.align import diagnostic_weights, merge_spans
+from rcca_jax.base.schema import merge_spans
+from rcca_jax.credit import mutations
+from rcca_jax.credit.align import diagnostic_weights
 from rcca_jax.credit.localize import localize_record
-from rcca_jax.data import mutations, train_tokenizer
+from rcca_jax.data import train_tokenizer
 from rcca_jax.data.tasks import load_tasks
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.pool import EvalPool, Job

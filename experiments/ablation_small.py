@@ -4,7 +4,7 @@
         --workdir=/tmp/ablation_small --seeds=3
 
 Twelve fixed requests (the first train task of the twelve families with the shortest
-apps). Each has one known bug (a mutant of its reference from `data/mutations.py`,
+apps). Each has one known bug (a mutant of its reference from `credit/mutations.py`,
 operators round-robin, one that fails at least one rubric) and a mutant rate
 (0.25 / 0.6 / 0.75 / 0.9 round-robin): SFT on 20 targets per request, that share of
 them the mutant, so the SFT policy writes each bug at about its rate and greedy decoding

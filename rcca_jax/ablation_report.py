@@ -76,7 +76,7 @@ def _last_eval(run_dir: str, prefix: str) -> Optional[str]:
 def _outcomes(eval_dir: str, tasks: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
   """Per task of one greedy evaluation: passed, and whether the response is the
   reference, the task's known mutant or something else."""
-  from rcca_jax.data import controlled  # pylint: disable=import-outside-toplevel
+  from rcca_jax.credit import controlled  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import rollouts  # pylint: disable=import-outside-toplevel
   out = {}
   with open(os.path.join(eval_dir, "responses.jsonl"), encoding="utf-8") as f:
@@ -94,7 +94,7 @@ def _outcomes(eval_dir: str, tasks: Mapping[str, Any]) -> dict[str, dict[str, An
 def task_outcomes(workdir: str, arms: Sequence[str], seeds: int) -> dict[str, Any]:
   """Controlled setting: per task, its bug and rate, and over seeds how often greedy
   decoding passed (and wrote the reference / the bug) after SFT and after each arm."""
-  from rcca_jax.data import controlled  # pylint: disable=import-outside-toplevel
+  from rcca_jax.credit import controlled  # pylint: disable=import-outside-toplevel
   from rcca_jax.data import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
   path = os.path.join(workdir, "controlled_tasks.jsonl")
   if not os.path.exists(path):

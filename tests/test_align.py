@@ -4,8 +4,9 @@
 from absl.testing import absltest, parameterized
 import numpy as np
 
-from rcca_jax.credit import diagnostic_weights
+from rcca_jax.base import schema
 from rcca_jax.credit import align
+from rcca_jax.credit import diagnostic_weights
 from rcca_jax.data import train_tokenizer
 from rcca_jax.evaluation.record import Issue
 
@@ -28,7 +29,7 @@ def _reference_weights(offsets, issues, direct=3.0, context=1.5, cap=4.0):
 class SpanOpsTest(parameterized.TestCase):
 
   def test_merge(self):
-    self.assertEqual(align.merge_spans([[5, 7], [0, 2], [2, 3], [6, 9], [4, 4]]),
+    self.assertEqual(schema.merge_spans([[5, 7], [0, 2], [2, 3], [6, 9], [4, 4]]),
                      [(0, 3), (5, 9)])
 
   @parameterized.parameters(
@@ -38,13 +39,13 @@ class SpanOpsTest(parameterized.TestCase):
       ([[0, 3]], [], [(0, 3)]),
   )
   def test_subtract(self, spans, remove, want):
-    self.assertEqual(align.subtract_spans(spans, remove), want)
+    self.assertEqual(schema.subtract_spans(spans, remove), want)
 
   @parameterized.parameters(((0, 10), (2, 5), True), ((0, 10), (0, 10), True),
                             ((2, 5), (0, 10), False), ((0, 5), (3, 8), False),
                             ((3, 8), (0, 5), False), ((4, 4), (4, 4), True))
   def test_contains(self, outer, inner, want):
-    self.assertEqual(align.contains(outer, inner), want)
+    self.assertEqual(schema.contains(outer, inner), want)
 
 
 class DiagnosticWeightsTest(parameterized.TestCase):

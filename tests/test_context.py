@@ -2,7 +2,8 @@
 
 from absl.testing import absltest, parameterized
 
-from rcca_jax.credit.context import JsIndex, expand_context
+from rcca_jax.base.js_index import JsIndex
+from rcca_jax.credit.context import expand_context
 from rcca_jax.evaluation.source import parse_app
 
 _APP = """<!DOCTYPE html><html><head><title>🙂 计数器</title></head><body>

@@ -5,8 +5,8 @@ import collections
 from absl.testing import absltest
 from absl.testing import parameterized
 
+from rcca_jax.credit import controlled
 from rcca_jax.data import chat
-from rcca_jax.data import controlled
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.pool import EvalPool, Job

@@ -4,8 +4,8 @@ import pickle
 
 from absl.testing import absltest, parameterized
 
-from rcca_jax.evaluation import dsl
-from rcca_jax.evaluation.dsl import Step
+from rcca_jax.base import dsl
+from rcca_jax.base.dsl import Step
 
 _ROUND_TRIP = [
     'click "#inc"',

@@ -12,7 +12,7 @@ from rcca_jax.data import chat
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.data.families import FAMILIES
 from rcca_jax.data.families import base
-from rcca_jax.evaluation import dsl
+from rcca_jax.base import dsl
 
 # Families whose checks wait for real time to pass (several seconds per task).
 TIMED = ("stopwatch", "countdown_timer")

@@ -1,8 +1,8 @@
-"""Tests for rcca_jax.data.mutations (bug operators for the localization benchmark)."""
+"""Tests for rcca_jax.credit.mutations (bug operators for the localization benchmark)."""
 
 from absl.testing import absltest, parameterized
 
-from rcca_jax.data import mutations
+from rcca_jax.credit import mutations
 from rcca_jax.evaluation.extract import extract_app
 from rcca_jax.evaluation.source import parse_app
 

@@ -7,7 +7,7 @@ import pytest
 
 from rcca_jax.evaluation import compare
 from rcca_jax.evaluation.config import EvalConfig
-from rcca_jax.evaluation.dsl import parse_check
+from rcca_jax.base.dsl import parse_check
 from rcca_jax.evaluation.page_session import PageSession
 from rcca_jax.evaluation.rubric_runner import RubricRunner, is_readonly
 

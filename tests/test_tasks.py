@@ -8,7 +8,7 @@ import tempfile
 from absl.testing import absltest, parameterized
 
 from rcca_jax.data import tasks as tasks_lib
-from rcca_jax.evaluation.dsl import Step
+from rcca_jax.base.dsl import Step
 
 
 def rubric(**over):

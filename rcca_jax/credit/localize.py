@@ -23,10 +23,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from rcca_jax.credit.align import Span, contains, merge_spans, subtract_spans
-from rcca_jax.credit.context import FUNCTION_TYPES, JsIndex, expand_context, statement_span
+from rcca_jax.base import dsl
+from rcca_jax.base.js_index import FUNCTION_TYPES, JsIndex, statement_span
+from rcca_jax.base.schema import Span, contains, merge_spans, subtract_spans
+from rcca_jax.credit.context import expand_context
 from rcca_jax.credit.targets import MIN_SCORE, TargetFinder, last_compound, parse_steps
-from rcca_jax.evaluation import dsl
 from rcca_jax.evaluation.extract import Extraction, extract_app
 from rcca_jax.evaluation.source import ParsedApp, parse_app
 

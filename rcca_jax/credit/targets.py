@@ -22,8 +22,8 @@ import difflib
 import re
 from collections.abc import Iterable, Sequence
 
-from rcca_jax.credit.align import Span, contains
-from rcca_jax.credit.context import JsIndex
+from rcca_jax.base.js_index import JsIndex
+from rcca_jax.base.schema import Span, contains
 from rcca_jax.evaluation.source import ParsedApp, StartTag
 
 MIN_SCORE = 0.7        # a guess needs at least this score ...

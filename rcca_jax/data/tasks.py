@@ -6,11 +6,10 @@ import dataclasses
 import os
 from typing import Any, Iterable, Mapping
 
+from rcca_jax.base import dsl
+from rcca_jax.base.schema import KINDS, LEVELS
 from rcca_jax.data import jsonl
-from rcca_jax.evaluation import dsl
 
-KINDS = ("initial", "dynamic")
-LEVELS = ("core", "behavior", "rendering")
 _INITIAL_VERBS = ("wait", "expect")
 _TASK_FIELDS = ("id", "request", "category", "difficulty", "reference", "rubrics")
 _RUBRIC_FIELDS = ("id", "kind", "level", "text", "check")

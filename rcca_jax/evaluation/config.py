@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from rcca_jax.base import mapping
+
 HANG_LOCATORS = ("replay", "debugger", "profiler", "none")
 
 
@@ -47,11 +49,7 @@ class EvalConfig:
   @classmethod
   def from_dict(cls, d: Mapping[str, Any]) -> "EvalConfig":
     """Builds a config from a plain mapping; unknown keys are an error naming them."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - names)
-    if unknown:
-      raise ValueError(f"unknown evaluator config keys: {', '.join(unknown)}")
-    kw = dict(d)
+    kw = mapping.strict_kwargs(cls, d, "evaluator config keys")
     if "viewport" in kw:
       kw["viewport"] = tuple(int(v) for v in kw["viewport"])
     config = cls(**kw)

@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-SEVERITIES = ("minor", "major", "critical")
+from rcca_jax.base.schema import SEVERITIES
 
 _SYSTEM = (
     "You grade one requirement of a generated single-file web app. Read the app code and "

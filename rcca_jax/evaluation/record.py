@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-Span = tuple[int, int]
-STAGES = ("source", "runtime", "rubric")
-SEVERITIES = ("minor", "major", "critical")
+from rcca_jax.base.schema import SEVERITIES, STAGES, Span  # noqa: F401  (the record's vocabulary)
 
 
 @dataclasses.dataclass

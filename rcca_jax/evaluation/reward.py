@@ -6,9 +6,7 @@ import dataclasses
 import types
 from typing import Any, Iterable, Mapping
 
-LEVELS = ("core", "behavior", "rendering")
-SEVERITIES = ("minor", "major", "critical")
-GATES = ("format", "source", "runtime")
+from rcca_jax.base.schema import GATES, LEVELS, SEVERITIES
 
 _DEFAULT_PENALTIES = {
     "core": {"minor": 0.10, "major": 0.25, "critical": 0.45},

@@ -24,6 +24,7 @@ import tree_sitter_css
 import tree_sitter_html
 import tree_sitter_javascript
 
+from rcca_jax.base import js_index
 from rcca_jax.evaluation import extract, js_syntax, record
 
 JS_TYPES = frozenset({
@@ -34,10 +35,6 @@ JS_TYPES = frozenset({
     "text/x-ecmascript", "text/x-javascript"})
 MAX_ERRORS_PER_BLOCK = 10
 _EXCERPT = 40
-_STATEMENT_TYPES = frozenset({
-    "lexical_declaration", "variable_declaration", "function_declaration",
-    "generator_function_declaration", "class_declaration", "field_definition",
-    "method_definition", "class_static_block"})
 _RAW_TEXT_END = {tag: re.compile(rb"</" + tag.encode() + rb"[\t\n\f\r />]", re.I)
                  for tag in ("script", "style")}
 _ENTITY = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);?")
@@ -141,10 +138,6 @@ class CodeBlock:
     return self.tree.root_node.named_descendant_for_byte_range(b, b + 1)
 
 
-def _is_statement(node: tree_sitter.Node) -> bool:
-  return node.type.endswith("_statement") or node.type in _STATEMENT_TYPES
-
-
 class ParsedApp:
   """An app document parsed with tree-sitter: HTML tree, code blocks and parse errors."""
 
@@ -172,14 +165,14 @@ class ParsedApp:
     return None
 
   def statement_at(self, app_offset: int) -> tuple[int, int] | None:
-    """App span of the innermost JS statement or declaration covering the offset."""
+    """App span of the JS statement at the offset (`js_index.statement_span`'s rule)."""
     block = self.block_at(app_offset)
     if block is None or block.language != "js":
       return None
     node = block.node_at(app_offset)
-    while node is not None and not _is_statement(node):
-      node = node.parent
-    return block.node_app_span(node) if node is not None else None
+    if node is None or js_index.enclosing_statement(node) is None:
+      return None
+    return js_index.statement_span(block, node)
 
   def element_span(self, node: tree_sitter.Node) -> tuple[int, int]:
     """App span of a node of the HTML tree (an element, a start tag, ...)."""
@@ -391,11 +384,8 @@ def _block_errors(block: CodeBlock) -> list[SourceError]:
       break
     span = block.node_app_span(node)
     if span[0] == span[1]:
-      statement = node.parent
-      while statement is not None and not _is_statement(statement):
-        statement = statement.parent
-      if statement is not None and block.language == "js":
-        span = block.node_app_span(statement)
+      if block.language == "js":
+        span = js_index.statement_span(block, node)
       span = _widen(span, block.app_end)
     node_text = block.node_text(node)
     if block.language == "js":

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, Optional
 import jax
 import jax.numpy as jnp
 
+from rcca_jax.base import mapping
 from rcca_jax.rl import grpo
 from rcca_jax.rl import rcca
 
@@ -38,12 +39,7 @@ class LossConfig:
   @classmethod
   def from_mapping(cls, values: Mapping[str, Any]) -> "LossConfig":
     """Builds a config from a dict / ConfigDict; unknown keys are an error."""
-    values = dict(values)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ValueError(f"unknown loss config keys {unknown}; known: {sorted(known)}")
-    return cls(**values)
+    return cls(**mapping.strict_kwargs(cls, values, "loss config keys"))
 
 
 PolicyLossFn = Callable[..., tuple[jax.Array, dict]]

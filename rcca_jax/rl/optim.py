@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from rcca_jax.base import mapping
+
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
@@ -29,13 +31,7 @@ class OptimizerConfig:
   @classmethod
   def from_mapping(cls, values: Mapping[str, Any]) -> "OptimizerConfig":
     """Builds a config from a dict / ConfigDict; unknown keys are an error."""
-    values = dict(values)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ValueError(f"unknown optimizer config keys {unknown}; known: "
-                       f"{sorted(known)}")
-    return cls(**values)
+    return cls(**mapping.strict_kwargs(cls, values, "optimizer config keys"))
 
 
 def learning_rate_schedule(config: OptimizerConfig) -> optax.Schedule:

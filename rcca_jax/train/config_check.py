@@ -22,7 +22,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import ml_collections
 
-from rcca_jax.data import controlled
+from rcca_jax.credit import controlled
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.models.config import LingConfig
 from rcca_jax.parallel import mesh as mesh_lib

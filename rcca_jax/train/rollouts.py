@@ -17,16 +17,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from rcca_jax import credit
+from rcca_jax.base.schema import GATES
+from rcca_jax.credit import controlled
 from rcca_jax.data import chat
-from rcca_jax.data import controlled
 from rcca_jax.data.tasks import family_of  # noqa: F401  (re-exported)
 from rcca_jax.evaluation.grader import Grader
 from rcca_jax.evaluation.pool import Job
 from rcca_jax.rl import grpo
 from rcca_jax.rl import train_step
 from rcca_jax.train.offsets import token_offsets
-
-GATES = ("format", "source", "runtime")
 
 
 @dataclasses.dataclass

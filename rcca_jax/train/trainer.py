@@ -33,8 +33,8 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
+from rcca_jax.credit import controlled as controlled_lib
 from rcca_jax.data import chat
-from rcca_jax.data import controlled as controlled_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import Grader
@@ -301,7 +301,7 @@ class Trainer:
     return self.config.data.get("setting", "natural") == "controlled"
 
   def controlled_tasks(self) -> list:
-    """The controlled setting's task set (data/controlled.py), built once into
+    """The controlled setting's task set (credit/controlled.py), built once into
     `data.controlled.path` (default DIR/controlled_tasks.jsonl) and read back after."""
     if self._controlled is None:
       fields = dict(self.config.data.controlled.to_dict())

@@ -13,10 +13,8 @@ import json
 import random
 from typing import Callable, Sequence
 
+from rcca_jax.base.schema import KINDS, LEVELS
 from rcca_jax.data import tasks
-
-KINDS = ("initial", "dynamic")
-LEVELS = ("core", "behavior", "rendering")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,7 +33,7 @@ import random
 import re
 from collections.abc import Iterable, Sequence
 
-from rcca_jax.credit.context import FUNCTION_TYPES, JsIndex
+from rcca_jax.base.js_index import FUNCTION_TYPES, JsIndex
 from rcca_jax.evaluation.extract import Extraction, extract_app
 from rcca_jax.evaluation.source import ParsedApp, parse_app
 

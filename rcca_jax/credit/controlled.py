@@ -1,7 +1,7 @@
 """The ablation's controlled setting: fixed requests whose SFT targets carry known bugs.
 
 The first `tasks_per_family` train tasks of each chosen family are kept. Each gets one
-mutant of its reference (`data/mutations.py`) that fails at least one of its rubrics, and
+mutant of its reference (`credit/mutations.py`) that fails at least one of its rubrics, and
 a mutant rate taken round-robin from `rates` (shifted every round of operators). SFT
 then sees, per task, `draws` targets of which `round(rate * draws)` are the mutant: the
 SFT policy writes that bug at about that rate, and greedy decoding writes it where the
@@ -21,8 +21,9 @@ import dataclasses
 import random
 from typing import Any, Callable, Mapping, Sequence
 
+from rcca_jax.base import mapping
+from rcca_jax.credit import mutations
 from rcca_jax.data import chat
-from rcca_jax.data import mutations
 from rcca_jax.data.tasks import Task, family_of
 
 # Scores (task, response) pairs; returns one reward per pair (the evaluator in practice).
@@ -57,11 +58,7 @@ class ControlledSpec:
 
   @classmethod
   def from_mapping(cls, d: Mapping[str, Any]) -> "ControlledSpec":
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - names - {"path"})
-    if unknown:
-      raise ValueError(f"unknown data.controlled fields: {', '.join(unknown)}")
-    kw = {k: v for k, v in d.items() if k in names}
+    kw = mapping.strict_kwargs(cls, d, "data.controlled fields", ignore={"path"})
     for name in ("families", "rates", "operators"):
       if name in kw:
         kw[name] = tuple(kw[name])
