@@ -1,5 +1,7 @@
 """Tiny random transformers `bailing_hybrid` checkpoints for model tests."""
 
+import tempfile
+
 import numpy as np
 import torch
 from transformers import BailingHybridConfig, BailingHybridForCausalLM
@@ -11,6 +13,11 @@ BASE = dict(
   n_group=4, topk_group=2, num_experts_per_tok=3, num_local_experts=16,
   first_k_dense_replace=1, layer_group_size=2, num_mtp_layers=0, pad_token_id=0,
   eos_token_id=1, initializer_range=0.08, routed_scaling_factor=2.5)
+# Shapes the model and sampling tests share: attention-only layers, YaRN rope scaling.
+MLA_ONLY = ["full_attention"] * 4
+YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+        "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0,
+        "beta_fast": 32, "beta_slow": 1}
 
 
 def make_hf_model(seed: int = 0, **overrides) -> BailingHybridForCausalLM:
@@ -31,9 +38,12 @@ def make_hf_model(seed: int = 0, **overrides) -> BailingHybridForCausalLM:
   return model
 
 
-def save_hf_model(model, path: str) -> str:
-  model.save_pretrained(path)
-  return path
+def load_ling(hf_model, **overrides):
+  """Our LingForCausalLM loaded from `hf_model` saved to a temporary checkpoint."""
+  from rcca_jax.models import LingForCausalLM  # pylint: disable=import-outside-toplevel
+  with tempfile.TemporaryDirectory() as path:
+    hf_model.save_pretrained(path)
+    return LingForCausalLM.from_hf(path, **overrides)
 
 
 def hf_logits(model, ids: np.ndarray, attention_mask: np.ndarray | None = None,

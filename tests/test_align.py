@@ -5,7 +5,6 @@ from absl.testing import absltest, parameterized
 import numpy as np
 
 from rcca_jax.base import schema
-from rcca_jax.credit import align
 from rcca_jax.credit import diagnostic_weights
 from rcca_jax.data import train_tokenizer
 from rcca_jax.evaluation.record import Issue

@@ -1,9 +1,7 @@
 """orbax checkpoints: kill-and-resume equals an uninterrupted run; restore on a new mesh."""
 
 import json
-import os
 import sys
-import tempfile
 
 import jax
 import numpy as np
@@ -87,7 +85,7 @@ class ResumeTest(absltest.TestCase):
                                                    getattr(state, name)), 0.0, name)
 
   def test_resume_with_fresh_objects_equals_uninterrupted_run(self):
-    workdir = tempfile.mkdtemp()
+    workdir = self.create_tempdir().full_path
     # First run: seed-0 model, stopped after STOP_AFTER steps.
     fmodel = ts.FunctionalModel(rl_fixtures.small_model(seed=0))
     with checkpoint.Checkpointer(workdir, max_to_keep=2) as ckpt:
@@ -104,7 +102,7 @@ class ResumeTest(absltest.TestCase):
 
   @pytest.mark.slow
   def test_resume_in_fresh_processes(self):
-    workdir = tempfile.mkdtemp()
+    workdir = self.create_tempdir().full_path
     first = rl_fixtures.run_child(__file__, workdir, str(STOP_AFTER), devices=1)
     self.assertEqual(first["order"], list(range(STOP_AFTER)))
     second = rl_fixtures.run_child(__file__, workdir, str(TOTAL_STEPS - STOP_AFTER),
@@ -152,7 +150,7 @@ def mesh_child() -> None:
 class MeshChangeTest(absltest.TestCase):
 
   def test_restore_onto_another_mesh_and_one_device(self):
-    out = rl_fixtures.run_child(__file__, "--mesh", tempfile.mkdtemp())
+    out = rl_fixtures.run_child(__file__, "--mesh", self.create_tempdir().full_path)
     self.assertEqual(out["position"], 9)
     self.assertEqual(out["diff_b"], 0.0)
     self.assertEqual(out["diff_single"], 0.0)

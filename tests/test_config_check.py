@@ -11,7 +11,7 @@ from experiments import moe_124b
 from experiments import tiny_cpu
 from rcca_jax.train import config_check
 from rcca_jax.train import prompts
-from rcca_jax.train import trainer
+from rcca_jax.train import configs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -96,7 +96,7 @@ class ConfigCheckTest(absltest.TestCase):
 class PromptsTest(absltest.TestCase):
 
   def test_long_prompts_refused_or_skipped(self):
-    tokenizer = trainer.load_tokenizer("data/tokenizer")
+    tokenizer = configs.load_tokenizer("data/tokenizer")
     tasks = [types.SimpleNamespace(id="short", request="A counter."),
              types.SimpleNamespace(id="long", request="Build a counter app. " * 40)]
     limit = len(prompts.chat.format_prompt(tokenizer, tasks[0].request)) + 5

@@ -7,6 +7,7 @@ from absl.testing import parameterized
 
 from rcca_jax.credit import controlled
 from rcca_jax.data import chat
+from rcca_jax.data import selection
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.pool import EvalPool, Job
@@ -16,7 +17,7 @@ FAMILIES = ("dark_mode", "char_counter", "counter")
 
 
 def train_tasks():
-  return trainer._load_tasks("data/tasks/train.jsonl")  # pylint: disable=protected-access
+  return selection.load_task_file("data/tasks/train.jsonl")
 
 
 class RuleScorer:

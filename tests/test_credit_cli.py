@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 
 from absl.testing import absltest
 import numpy as np
@@ -54,9 +53,7 @@ class CreditCliTest(absltest.TestCase):
 
   def setUp(self):
     super().setUp()
-    tmp = tempfile.TemporaryDirectory()
-    self.addCleanup(tmp.cleanup)
-    self.dir = tmp.name
+    self.dir = self.create_tempdir().full_path
     self.responses = os.path.join(self.dir, "responses.jsonl")
     self.evals = os.path.join(self.dir, "evals.jsonl")
     self.out = os.path.join(self.dir, "weights.jsonl")

@@ -5,50 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 from absl.testing import absltest, parameterized
 
+from np_reference import np_advantages, np_loss_and_grad
 from rcca_jax.rl import grpo
 from rcca_jax.rl import losses
 from rcca_jax.rl import rcca
 
 AGGS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum")
-
-
-def np_advantages(rewards, group_size, eps=1e-6):
-  out = np.empty(len(rewards))
-  for g in range(0, len(rewards), group_size):
-    r = np.asarray(rewards[g:g + group_size], np.float64)
-    out[g:g + group_size] = (r - r.mean()) / (r.std() + eps)
-  return out
-
-
-def np_normaliser(mask, aggregation):
-  """Per-token factor d loss / d per-token-term."""
-  lengths = mask.sum(1)
-  n_seq = max((lengths > 0).sum(), 1)
-  if aggregation == "token-mean":
-    return mask / max(mask.sum(), 1)
-  if aggregation == "seq-mean-token-sum":
-    return mask / n_seq
-  return mask / np.maximum(lengths, 1)[:, None] / n_seq
-
-
-def np_loss_and_grad(logp, old, adv, w, mask, el, eh, aggregation, ref=None, beta=0.0):
-  """Loss and d loss / d logp, written out by hand in float64."""
-  logp, old, w = (np.asarray(x, np.float64) for x in (logp, old, w))
-  a = np.asarray(adv, np.float64)[:, None]
-  ratio = np.exp(logp - old)
-  clipped = np.clip(ratio, 1 - el, 1 + eh)
-  surrogate = np.minimum(ratio * a, clipped * a)
-  per = -w * surrogate
-  # The unclipped branch carries the gradient unless the clipped one is strictly lower.
-  unclipped_active = ratio * a <= clipped * a
-  in_range = (ratio >= 1 - el) & (ratio <= 1 + eh)
-  dper = -w * a * ratio * (unclipped_active | in_range)
-  if ref is not None:
-    d = np.asarray(ref, np.float64) - logp
-    per = per + beta * (np.exp(d) - d - 1)
-    dper = dper + beta * (1 - np.exp(d))
-  norm = np_normaliser(mask, aggregation)
-  return float((per * norm).sum()), dper * norm
 
 
 def random_inputs(seed, b=8, t=12, spread=0.5):

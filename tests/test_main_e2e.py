@@ -14,7 +14,6 @@ import pathlib
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -22,7 +21,11 @@ import pytest
 from absl.testing import absltest
 from absl.testing import parameterized
 
+from rcca_jax.data import batching
 from rcca_jax.data import chat
+from rcca_jax.data import selection
+from rcca_jax.data.tasks import family_of
+from rcca_jax.train import configs
 from rcca_jax.train import logging as logging_lib
 from rcca_jax.train import rollouts
 from rcca_jax.train import trainer
@@ -78,7 +81,7 @@ class TrainerPartsTest(parameterized.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.tok = trainer.load_tokenizer("data/tokenizer")
+    cls.tok = configs.load_tokenizer("data/tokenizer")
 
   def test_offsets_cover_the_decoded_text(self):
     text = chat.format_response("<p id=\"x\">héllo &amp; 😀</p>")
@@ -96,15 +99,15 @@ class TrainerPartsTest(parameterized.TestCase):
 
   def test_batch_indices_walk_shuffled_epochs(self):
     n, b = 5, 3
-    stream = sum((trainer.batch_indices(n, b, k, seed=7) for k in range(4)), [])
+    stream = sum((batching.batch_indices(n, b, k, seed=7) for k in range(4)), [])
     self.assertEqual(sorted(stream[:5]), list(range(5)))
     self.assertEqual(sorted(stream[5:10]), list(range(5)))
-    self.assertEqual(stream[3:6], trainer.batch_indices(n, b, 1, seed=7))
-    self.assertNotEqual(stream, sum((trainer.batch_indices(n, b, k, seed=8)
+    self.assertEqual(stream[3:6], batching.batch_indices(n, b, 1, seed=7))
+    self.assertNotEqual(stream, sum((batching.batch_indices(n, b, k, seed=8)
                                      for k in range(4)), []))
 
   def test_truncate_drops_rows_after_the_checkpoint(self):
-    workdir = tempfile.mkdtemp()
+    workdir = self.create_tempdir().full_path
     log = logging_lib.MetricsLogger(workdir, tensorboard=False)
     for step in (1, 2, 3):
       log.write("rl", step, {"loss": 0.5})
@@ -115,7 +118,7 @@ class TrainerPartsTest(parameterized.TestCase):
                      [("rl", 1), ("sft", 9)])
 
   def test_rl_batch_places_weights_and_advantages(self):
-    task = trainer.select_tasks("data/tasks/dev.jsonl", limit=1)[0]
+    task = selection.select_tasks("data/tasks/dev.jsonl", limit=1)[0]
     items = []
     for sample_id, reward in enumerate((1.0, 0.0)):
       items.append(rollouts.Rollout(
@@ -144,15 +147,15 @@ class TrainerPartsTest(parameterized.TestCase):
     self.assertAlmostEqual(stats["pass_rate"], 0.25)
 
   def test_family_selection(self):
-    tasks = trainer.select_tasks("data/tasks/dev.jsonl", families=("counter", "tabs"),
+    tasks = selection.select_tasks("data/tasks/dev.jsonl", families=("counter", "tabs"),
                                  per_family=2)
-    self.assertEqual(sorted(rollouts.family_of(t) for t in tasks),
+    self.assertEqual(sorted(family_of(t) for t in tasks),
                      ["counter", "counter", "tabs", "tabs"])
     with self.assertRaisesRegex(ValueError, "no tasks left"):
-      trainer.select_tasks("data/tasks/dev.jsonl", families=("nope",))
+      selection.select_tasks("data/tasks/dev.jsonl", families=("nope",))
 
 
-def _tiny_config(**rl):
+def _tiny_config(*, dev_eval: bool = False, **rl):
   sys.path.insert(0, str(REPO))
   from experiments import tiny_cpu  # pylint: disable=import-outside-toplevel
   config = tiny_cpu.get_config()
@@ -160,22 +163,37 @@ def _tiny_config(**rl):
   config.data.families = ("dark_mode",)
   config.sft.update(num_steps=2, batch_size=2, log_every=1)
   config.rl.update(num_steps=1, group_size=2, prompts_per_step=1, max_new_tokens=8, **rl)
-  config.eval.enabled = False
-  config.eval.workers = 1
+  config.eval.update(enabled=dev_eval, workers=1, per_family=1, max_new_tokens=8,
+                     num_reports=1)
   return config
 
 
 @pytest.mark.browser
 class TrainerInProcessTest(absltest.TestCase):
-  """The fast end-to-end variant: 2 SFT steps and 1 RL step in this process."""
+  """The fast end-to-end variant: 2 SFT steps, dev evaluation, 1 RL step, dev
+  evaluation, in this process."""
 
   def test_sft_then_rl_writes_metrics_and_checkpoints(self):
-    workdir = tempfile.mkdtemp(prefix="rcca_inproc_")
-    trainer.Trainer(_tiny_config(), workdir).train()
+    workdir = self.create_tempdir().full_path
+    trainer.Trainer(_tiny_config(dev_eval=True), workdir).train()
     rows = _rows(workdir)
-    self.assertEqual([(r["stage"], r["step"]) for r in rows],
-                     [("sft", 1), ("sft", 2), ("rl", 1)])
-    rl = rows[-1]
+    self.assertEqual([(r["stage"], r["step"], r.get("after")) for r in rows],
+                     [("sft", 1, None), ("sft", 2, None), ("eval", 2, "sft"),
+                      ("rl", 1, None), ("eval", 1, "rl")])
+    for row, name in ((rows[2], "sft_000002"), (rows[4], "rl_000001")):
+      # The logged summary is the one of the records on disk.
+      with open(os.path.join(workdir, "eval", name, "evaluations.jsonl"),
+                encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+      self.assertLen(records, 1)
+      passed = [all(r["gates"].get(g) is True for g in ("format", "source", "runtime"))
+                and bool(r["rubrics"]) and all(x["passed"] is True for x in r["rubrics"])
+                for r in records]
+      self.assertEqual(row["pass_rate"], float(np.mean(passed)))
+      self.assertAlmostEqual(row["reward_mean"], float(np.mean([r["reward"] for r in records])))
+      self.assertEqual(row["dark_mode/pass_rate"], row["pass_rate"])
+      self.assertTrue(os.path.isfile(os.path.join(workdir, "eval", name, "report.html")))
+    rl = rows[3]
     for key in ("loss", "reward_mean", "pass_rate", "grad_norm"):
       self.assertTrue(math.isfinite(rl[key]), (key, rl))
     self.assertEqual(rl["sequences"], 2.0)
@@ -185,7 +203,7 @@ class TrainerInProcessTest(absltest.TestCase):
 
   def test_rl_temperature_other_than_one_is_refused(self):
     with self.assertRaisesRegex(ValueError, "rl.temperature"):
-      trainer.Trainer(_tiny_config(temperature=0.7), tempfile.mkdtemp())
+      trainer.Trainer(_tiny_config(temperature=0.7), self.create_tempdir().full_path)
 
 
 @pytest.mark.slow
@@ -193,7 +211,7 @@ class TrainerInProcessTest(absltest.TestCase):
 class MainEndToEndTest(absltest.TestCase):
 
   def test_train_outputs_and_resume(self):
-    root = tempfile.mkdtemp(prefix="rcca_e2e_")
+    root = self.create_tempdir().full_path
     workdir = os.path.join(root, "run")
     _run(workdir, "--config.rl.num_steps=1")
     rows = _rows(workdir)
@@ -203,8 +221,12 @@ class MainEndToEndTest(absltest.TestCase):
       if row["stage"] in ("sft", "rl"):
         self.assertTrue(math.isfinite(row["loss"]), row)
     rl = [r for r in rows if r["stage"] == "rl"][0]
-    for key in ("reward_mean", "pass_rate", "gate_format", "blamed_token_share"):
-      self.assertTrue(0.0 <= rl[key] <= 1.0, (key, rl[key]))
+    # The gates are nested: a response passes a gate only if it passed the ones before.
+    self.assertLessEqual(rl["pass_rate"], rl["gates_pass"])
+    self.assertLessEqual(rl["gates_pass"], rl["gate_runtime"])
+    self.assertLessEqual(rl["gate_runtime"], rl["gate_source"])
+    self.assertLessEqual(rl["gate_source"], rl["gate_format"])
+    self.assertEqual(rl["sequences"], 2.0)
     evals = [r for r in rows if r["stage"] == "eval"]
     self.assertEqual([(r["after"], r["step"]) for r in evals], [("sft", 3), ("rl", 1)])
     self.assertIn("dark_mode/pass_rate", evals[0])
@@ -237,7 +259,7 @@ class MainEndToEndTest(absltest.TestCase):
     self.assertTrue(pathlib.Path(workdir, "eval", "rl_000002_dev", "summary.json").is_file())
 
   def test_sigkill_mid_rl_resumes_at_next_step(self):
-    root = tempfile.mkdtemp(prefix="rcca_e2e_kill_")
+    root = self.create_tempdir().full_path
     workdir = os.path.join(root, "run")
     # Untrained responses fail the format gate at once, so an RL step costs mostly its
     # sampling: long responses and many steps leave time to kill it in the middle.

@@ -1,8 +1,6 @@
 """LingForCausalLM against transformers' bailing_hybrid on tiny random checkpoints."""
 
 import os
-import shutil
-import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -13,17 +11,13 @@ from absl.testing import absltest, parameterized
 from flax import nnx
 from transformers import BailingHybridForCausalLM
 
-from hf_tiny import hf_logits, make_hf_model, random_ids
+from hf_tiny import MLA_ONLY, YARN, hf_logits, load_ling, make_hf_model, random_ids
 from rcca_jax.models import LingForCausalLM
 from rcca_jax.models import hf_checkpoint
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
 ATOL = 1e-4
-MLA_ONLY = ["full_attention"] * 4
-YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
-        "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0,
-        "beta_fast": 32, "beta_slow": 1}
 
 
 @nnx.jit
@@ -43,16 +37,6 @@ def _logits(model, ids, mask=None):
 
 class ParityTest(parameterized.TestCase):
 
-  def _tmpdir(self) -> str:
-    path = tempfile.mkdtemp()
-    self.addCleanup(shutil.rmtree, path, ignore_errors=True)
-    return path
-
-  def _load(self, hf_model, **overrides):
-    path = self._tmpdir()
-    hf_model.save_pretrained(path)
-    return LingForCausalLM.from_hf(path, **overrides)
-
   @parameterized.named_parameters(
     ("mla_plain_q", dict(layer_types=MLA_ONLY), 2, 12),
     ("mla_q_lora_bias_yarn", dict(layer_types=MLA_ONLY, q_lora_rank=24, attention_bias=True,
@@ -65,14 +49,14 @@ class ParityTest(parameterized.TestCase):
   )
   def test_logits_match(self, overrides, batch, length):
     hf = make_hf_model(0, **overrides)
-    model = self._load(hf)
+    model = load_ling(hf)
     ids = random_ids(1, batch, length, hf.config.vocab_size)
     ours = _logits(model, ids)
     np.testing.assert_allclose(ours, hf_logits(hf, ids), atol=ATOL, rtol=0)
 
   def test_left_padding_matches_reference_positions(self):
     hf = make_hf_model(1, num_hidden_layers=6)
-    model = self._load(hf)
+    model = load_ling(hf)
     ids = random_ids(2, 2, 12, hf.config.vocab_size)
     mask = np.ones((2, 12), np.int64)
     mask[1, :5] = 0
@@ -84,7 +68,7 @@ class ParityTest(parameterized.TestCase):
 
   def test_prefill_then_decode_matches_full_forward(self):
     hf = make_hf_model(2, num_hidden_layers=6)
-    model = self._load(hf)
+    model = load_ling(hf)
     ids = random_ids(3, 2, 14, hf.config.vocab_size)
     mask = np.ones((2, 14), np.int64)
     mask[0, :3] = 0
@@ -106,8 +90,8 @@ class ParityTest(parameterized.TestCase):
 
   def test_to_hf_round_trip(self):
     hf = make_hf_model(3, num_hidden_layers=6, q_lora_rank=24)
-    model = self._load(hf)
-    path = self._tmpdir()
+    model = load_ling(hf)
+    path = self.create_tempdir().full_path
     model.to_hf(path)
     reloaded = BailingHybridForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     ids = random_ids(4, 2, 10, hf.config.vocab_size)
@@ -120,7 +104,7 @@ class ParityTest(parameterized.TestCase):
 
   def test_in_memory_spelling_and_packed_experts_load(self):
     hf = make_hf_model(4)
-    path = self._tmpdir()
+    path = self.create_tempdir().full_path
     hf.save_pretrained(path)
     for f in os.listdir(path):
       if f.endswith(".safetensors"):
@@ -136,7 +120,7 @@ class ParityTest(parameterized.TestCase):
 
   def test_sharded_index_with_mtp_layer_is_loaded(self):
     hf = make_hf_model(5)
-    path = self._tmpdir()
+    path = self.create_tempdir().full_path
     hf.save_pretrained(path, max_shard_size="20KB")
     self.assertTrue(os.path.exists(os.path.join(path, "model.safetensors.index.json")))
     tensors = hf_checkpoint.read_tensors(path)
@@ -148,7 +132,7 @@ class ParityTest(parameterized.TestCase):
 
   def test_unknown_and_missing_tensors_are_listed(self):
     hf = make_hf_model(6)
-    path = self._tmpdir()
+    path = self.create_tempdir().full_path
     hf.save_pretrained(path)
     tensors = hf_checkpoint.read_tensors(path)
     del tensors["model.layers.1.attention.kv_b_proj.weight"]
@@ -161,7 +145,7 @@ class ParityTest(parameterized.TestCase):
 
   def test_bfloat16_keeps_router_and_kda_gates_in_float32(self):
     hf = make_hf_model(7, num_hidden_layers=6)
-    path = self._tmpdir()
+    path = self.create_tempdir().full_path
     hf.save_pretrained(path)
     model = LingForCausalLM.from_hf(path, dtype=jnp.bfloat16)
     dtypes = {"/".join(map(str, p)): v.dtype
@@ -175,7 +159,7 @@ class ParityTest(parameterized.TestCase):
     # Numerics, on dense layers (MoE routing flips make bf16 errors chaotic): as close
     # to the float32 reference as transformers' own bfloat16 run.
     hf = make_hf_model(7, num_hidden_layers=4, first_k_dense_replace=4)
-    path = self._tmpdir()
+    path = self.create_tempdir().full_path
     hf.save_pretrained(path)
     model = LingForCausalLM.from_hf(path, dtype=jnp.bfloat16)
     ids = random_ids(8, 2, 16, hf.config.vocab_size)

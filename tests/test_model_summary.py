@@ -7,10 +7,19 @@ import sys
 
 from absl.testing import absltest
 
-from experiments import moe_124b, tiny_model
+from experiments import moe_124b, tiny_cpu
 from rcca_jax.models import summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The embedded default's model as a 6-layer MoE: routed experts to place, groups to scan.
+TINY_MOE = dict(vocab_size=512, num_hidden_layers=6, first_k_dense_replace=1,
+                num_local_experts=16, num_experts_per_tok=4, n_group=4, topk_group=2)
+
+
+def tiny_moe() -> dict:
+  model = tiny_cpu.model_config()
+  model.update(TINY_MOE)
+  return model.to_dict()
 
 
 class SummaryTest(absltest.TestCase):
@@ -27,21 +36,23 @@ class SummaryTest(absltest.TestCase):
     self.assertEqual(result["optimizer_bytes_per_device"] % 8, 0)
 
   def test_one_device_holds_everything(self):
-    result = summary.summarize(tiny_model.get_config().model.to_dict(), "data:1")
+    result = summary.summarize(tiny_moe(), "data:1")
     self.assertEqual(result["param_bytes_per_device"], 4 * result["total_params"])
     self.assertEqual(result["optimizer_bytes_per_device"], 8 * result["total_params"])
 
   def test_expert_axis_splits_experts(self):
-    cfg = tiny_model.get_config().model.to_dict()
+    cfg = tiny_moe()
     one = summary.summarize(cfg, "data:1")
     four = summary.summarize(cfg, "expert:4")
+    self.assertGreater(one["routed_expert_params"], 0)
     saved = one["param_bytes_per_device"] - four["param_bytes_per_device"]
     self.assertEqual(saved, 4 * one["routed_expert_params"] * 3 // 4)
 
   def test_cli_prints_json_last_line(self):
     out = subprocess.run(
       [sys.executable, "-m", "rcca_jax.models.summary",
-       "--config=experiments/tiny_model.py", "--mesh=data:2,expert:4"],
+       "--config=experiments/tiny_cpu.py", "--mesh=data:2,expert:4",
+       *(f"--config.model.{k}={v}" for k, v in TINY_MOE.items())],
       cwd=ROOT, capture_output=True, text=True, check=True, timeout=300,
       env=dict(os.environ, JAX_PLATFORMS="cpu"))
     result = json.loads(out.stdout.strip().splitlines()[-1])

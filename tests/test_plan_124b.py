@@ -47,8 +47,11 @@ class PlanTest(absltest.TestCase):
     self.assertEqual(sorted(report["programs"]), ["logprobs", "rl_step", "sft_step"])
     rl = report["programs"]["rl_step"]
     self.assertGreater(rl["temp_gb"], 0.1)
-    self.assertAlmostEqual(rl["peak_gb"], rl["argument_gb"] + rl["output_gb"]
-                           - rl["alias_gb"] + rl["temp_gb"], places=6)
+    # The train state is donated: the step's outputs reuse its buffers (parameters, both
+    # moments, model state), so they are not counted twice in the peak.
+    trained = 3 * params + report["model_state_gb_per_device"]
+    self.assertGreaterEqual(rl["alias_gb"], trained - 0.01)
+    self.assertGreaterEqual(rl["argument_gb"], rl["alias_gb"])
     self.assertAlmostEqual(report["peaks_gb"]["rl_step"],
                            rl["peak_gb"] + report["reference_gb_per_device"], places=6)
     self.assertEqual(report["peak_gb_per_device"], max(report["peaks_gb"].values()))

@@ -5,20 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl.testing import absltest, parameterized
 
+from np_reference import np_effective_weights
 from rcca_jax.rl import rcca
-
-
-def np_effective_weights(wbar, adv, c, positive_blamed):
-  out = np.empty_like(wbar)
-  for i in range(wbar.shape[0]):
-    for t in range(wbar.shape[1]):
-      if adv[i] < 0:
-        out[i, t] = wbar[i, t]
-      elif wbar[i, t] > 1:
-        out[i, t] = positive_blamed
-      else:
-        out[i, t] = c
-  return out
 
 
 class EffectiveWeightsTest(parameterized.TestCase):

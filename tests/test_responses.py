@@ -2,7 +2,6 @@
 
 import json
 import os
-import tempfile
 
 from absl.testing import absltest, parameterized
 
@@ -12,9 +11,7 @@ from rcca_jax.data.responses import BadResponseLine, ResponseItem, load_response
 class ResponsesTest(parameterized.TestCase):
 
   def load(self, lines):
-    tmp = tempfile.TemporaryDirectory()
-    self.addCleanup(tmp.cleanup)
-    path = os.path.join(tmp.name, "responses.jsonl")
+    path = os.path.join(self.create_tempdir().full_path, "responses.jsonl")
     with open(path, "w", encoding="utf-8") as f:
       for line in lines:
         f.write((line if isinstance(line, str) else json.dumps(line, ensure_ascii=False)) + "\n")

@@ -4,8 +4,6 @@ Tolerance: sampled log-probs within 1e-4 of log_softmax(logits / T) of a full fp
 forward over prompt + sample (they agree to ~1e-6). Greedy tokens must be identical.
 """
 
-import shutil
-import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -14,8 +12,8 @@ import pytest
 import torch
 from absl.testing import absltest, parameterized
 
-from hf_tiny import make_hf_model
-from rcca_jax.models import LingForCausalLM
+from hf_tiny import MLA_ONLY, YARN, make_hf_model
+from hf_tiny import load_ling as load
 from rcca_jax.sampling import JaxSampler, SampleOutput, Sampler, generate
 from rcca_jax.sampling.generate import (batch_bucket, filter_logits, new_tokens_bucket,
                                         prompt_bucket)
@@ -23,19 +21,6 @@ from rcca_jax.sampling.generate import (batch_bucket, filter_logits, new_tokens_
 jax.config.update("jax_default_matmul_precision", "highest")
 
 LOGP_TOL = 1e-4
-MLA_ONLY = ["full_attention"] * 4
-YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
-        "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0,
-        "beta_fast": 32, "beta_slow": 1}
-
-
-def load(hf_model) -> LingForCausalLM:
-  path = tempfile.mkdtemp()
-  try:
-    hf_model.save_pretrained(path)
-    return LingForCausalLM.from_hf(path)
-  finally:
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def hf_greedy(hf_model, prompt, max_new_tokens, eos_id):

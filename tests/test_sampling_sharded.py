@@ -17,17 +17,14 @@ if __name__ == "__main__":
 
 # pylint: disable=wrong-import-position
 import json
-import shutil
 import subprocess
-import tempfile
 
 import jax
 import numpy as np
 import pytest
 from absl.testing import absltest
 
-from hf_tiny import make_hf_model
-from rcca_jax.models import LingForCausalLM
+from hf_tiny import load_ling, make_hf_model
 from rcca_jax.parallel.mesh import make_mesh
 from rcca_jax.parallel.partitioning import shard_module
 from rcca_jax.sampling import JaxSampler
@@ -41,12 +38,7 @@ def child() -> None:
   """Samples on one device and on the mesh; prints a JSON summary."""
   jax.config.update("jax_default_matmul_precision", "highest")
   assert jax.device_count() == 8, jax.devices()
-  path = tempfile.mkdtemp()
-  try:
-    make_hf_model(11, num_hidden_layers=6).save_pretrained(path)
-    model = LingForCausalLM.from_hf(path)
-  finally:
-    shutil.rmtree(path, ignore_errors=True)
+  model = load_ling(make_hf_model(11, num_hidden_layers=6))
   rng = np.random.default_rng(0)
   prompts = [rng.integers(2, 96, size=n).tolist() for n in (7, 3, 12)]
   kwargs = dict(n=2, max_new_tokens=12, temperature=0.9, top_k=20, seed=4)

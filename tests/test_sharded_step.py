@@ -16,7 +16,6 @@ import rl_fixtures
 def child() -> None:
   """Runs 2 steps on one device and on a (data, fsdp, expert, tensor) mesh."""
   import jax  # pylint: disable=import-outside-toplevel
-  import numpy as np  # pylint: disable=import-outside-toplevel
   from jax.sharding import AxisType  # pylint: disable=import-outside-toplevel
   from rcca_jax.rl import losses, optim  # pylint: disable=import-outside-toplevel
   from rcca_jax.rl import train_step as ts  # pylint: disable=import-outside-toplevel

@@ -34,9 +34,7 @@ class TasksTest(parameterized.TestCase):
 
   def setUp(self):
     super().setUp()
-    tmp = tempfile.TemporaryDirectory()
-    self.addCleanup(tmp.cleanup)
-    self.tmp = tmp.name
+    self.tmp = self.create_tempdir().full_path
 
   def write(self, lines) -> str:
     fd, path = tempfile.mkstemp(suffix=".jsonl", dir=self.tmp)

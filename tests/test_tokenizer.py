@@ -4,7 +4,6 @@ import contextlib
 import io
 import json
 import os
-import tempfile
 
 from absl.testing import absltest
 from transformers import AutoTokenizer
@@ -29,9 +28,7 @@ class TrainTokenizerTest(absltest.TestCase):
 
   def setUp(self):
     super().setUp()
-    tmp = tempfile.TemporaryDirectory()
-    self.addCleanup(tmp.cleanup)
-    self.dir = tmp.name
+    self.dir = self.create_tempdir().full_path
     self.tasks = os.path.join(self.dir, "tasks.jsonl")
     _write_tasks(self.tasks)
 

@@ -7,6 +7,8 @@ import pytest
 from absl.testing import absltest, parameterized
 
 import rl_fixtures
+from np_reference import np_effective_weights, np_loss_and_grad, np_token_logprobs
+from rcca_jax.data import batching
 from rcca_jax.rl import grpo
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
@@ -15,15 +17,6 @@ from rcca_jax.rl import sft
 from rcca_jax.rl import train_step as ts
 
 OPT = optim.OptimizerConfig(learning_rate=1e-3, warmup_steps=2, total_steps=10)
-
-
-def np_token_logprobs(logits, ids):
-  """Independent float64 log-softmax and gather, aligned like the step's arrays."""
-  logits = np.asarray(logits, np.float64)[:, :-1]
-  logits = logits - logits.max(-1, keepdims=True)
-  logz = np.log(np.exp(logits).sum(-1))
-  picked = np.take_along_axis(logits, ids[:, 1:, None], -1)[..., 0]
-  return np.pad(picked - logz, ((0, 0), (1, 0)))
 
 
 def gradients(loss_config, micro_batches, batch):
@@ -96,16 +89,24 @@ class StepTest(parameterized.TestCase):
     model = rl_fixtures.small_model()
     batch = rl_fixtures.rl_batch(seed=2)
     config = losses.preset("rcca")
-    # Independent reference: the model called directly, numpy log-softmax.
+    # Independent reference: the model called directly, float64 numpy log-softmax,
+    # RCCA weights and clipped loss (tests/np_reference.py).
     logits, aux = model(jnp.asarray(batch["input_ids"]),
                         attention_mask=jnp.asarray(batch["attention_mask"]),
                         return_aux=True)
     logp = np_token_logprobs(logits, batch["input_ids"])
-    weights = rcca.effective_weights(jnp.asarray(batch["wbar"]),
-                                     jnp.asarray(batch["advantages"]))
-    want_loss, want_metrics = grpo.policy_loss(
+    adv = np.asarray(batch["advantages"], np.float64)
+    weights = np_effective_weights(np.asarray(batch["wbar"], np.float64), adv,
+                                   config.rcca_c, config.rcca_positive_blamed)
+    mask = np.asarray(batch["loss_mask"], np.float64)
+    want_loss, _ = np_loss_and_grad(logp, batch["old_logp"], adv, weights, mask,
+                                    config.eps_low, config.eps_high, config.aggregation)
+    ratio = np.exp(logp - np.asarray(batch["old_logp"], np.float64))[mask > 0]
+    # The other statistics: the step's wiring against the loss function on these logps.
+    _, want_metrics = grpo.policy_loss(
         jnp.asarray(logp, jnp.float32), batch["old_logp"], batch["advantages"],
-        weights, batch["loss_mask"])
+        rcca.effective_weights(jnp.asarray(batch["wbar"]), jnp.asarray(batch["advantages"])),
+        batch["loss_mask"])
     counts = np.asarray(aux["expert_counts"], np.float64)
 
     fmodel = ts.FunctionalModel(model)
@@ -118,7 +119,9 @@ class StepTest(parameterized.TestCase):
 
     self.assertTrue(first_leaf.is_deleted())  # The state was donated.
     np.testing.assert_allclose(metrics["loss"], want_loss, rtol=1e-5)
-    for name in ("ratio_mean", "ratio_min", "ratio_max", "clip_low", "clip_high",
+    np.testing.assert_allclose(metrics["ratio_min"], ratio.min(), rtol=1e-5)
+    np.testing.assert_allclose(metrics["ratio_max"], ratio.max(), rtol=1e-5)
+    for name in ("ratio_mean", "clip_low", "clip_high",
                  "logprob_gap", "weight_share_1.2", "weight_share_3.0"):
       np.testing.assert_allclose(metrics[name], want_metrics[name], rtol=1e-5,
                                  err_msg=name)
@@ -182,7 +185,7 @@ class SftTest(parameterized.TestCase):
 class BatchTest(parameterized.TestCase):
 
   def test_pack_batch(self):
-    out = ts.pack_batch([[5, 6], [7]], [[8, 9], []], max_len=4, pad_id=0,
+    out = batching.pack_batch([[5, 6], [7]], [[8, 9], []], max_len=4, pad_id=0,
                         per_token={"old_logp": [[-1.0, -2.0], []],
                                    "wbar": [[3.0, 1.0], []]},
                         per_sequence={"advantages": [0.5, -0.5]},
@@ -194,10 +197,10 @@ class BatchTest(parameterized.TestCase):
     np.testing.assert_array_equal(out["wbar"], [[1, 1, 3, 1], [1, 1, 1, 1]])
     ts.numpy_batch(out, ts.RL_KEYS)  # Valid as it is.
     with self.assertRaisesRegex(ValueError, "row 0: wbar has 1 values"):
-      ts.pack_batch([[1]], [[2, 3]], max_len=4, per_token={"wbar": [[1.0]]})
+      batching.pack_batch([[1]], [[2, 3]], max_len=4, per_token={"wbar": [[1.0]]})
     # Nothing is cut silently: a row that does not fit is an error naming it.
     with self.assertRaisesRegex(ValueError, "max_len=4: row 1: 2 \\+ 3 tokens$"):
-      ts.pack_batch([[1], [1, 2]], [[2, 3], [3, 4, 5]], max_len=4)
+      batching.pack_batch([[1], [1, 2]], [[2, 3], [3, 4, 5]], max_len=4)
 
   def test_numpy_batch_errors(self):
     batch = rl_fixtures.rl_batch()

@@ -2,7 +2,6 @@
 the reference KL with μ updates over mini-batches, ungraded responses, reuse."""
 
 import math
-import tempfile
 from unittest import mock
 
 import pytest
@@ -51,7 +50,7 @@ class TrainerSeamsTest(absltest.TestCase):
   def test_injected_grader_kl_mini_batches_and_a_second_run(self):
     grader = FakeGrader()
     self.assertIsInstance(grader, Grader)
-    workdir = tempfile.mkdtemp(prefix="rcca_seams_")
+    workdir = self.create_tempdir().full_path
     with mock.patch.object(trainer_lib, "JaxSampler",
                            wraps=trainer_lib.JaxSampler) as built:
       with trainer_lib.Trainer(_config(), workdir, grader=grader) as trainer:

@@ -5,17 +5,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from rcca_jax.base.schema import SEVERITIES, STAGES, Span  # noqa: F401  (the record's vocabulary)
+from rcca_jax.base.schema import Span
 
 
 @dataclasses.dataclass
 class Issue:
   """One diagnostic: what went wrong, where (response spans) and the evidence."""
 
-  stage: str                      # one of STAGES
+  stage: str                      # one of schema.STAGES
   message: str
   rubric_id: str | None = None
-  severity: str | None = None     # one of SEVERITIES (None for non-rubric issues that gate)
+  severity: str | None = None     # one of schema.SEVERITIES (None for non-rubric issues that gate)
   direct: list[Span] = dataclasses.field(default_factory=list)
   context: list[Span] = dataclasses.field(default_factory=list)
   evidence: dict[str, Any] = dataclasses.field(default_factory=dict)

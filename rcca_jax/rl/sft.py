@@ -2,7 +2,7 @@
 
 The loss is the mean negative log-likelihood over all response tokens of the batch
 (one global token count, so micro-batching and sharding do not change it); prompts
-and padding carry no loss. Batches come from `train_step.pack_batch`.
+and padding carry no loss. Batches come from `data.batching.sft_batch`.
 """
 
 import dataclasses

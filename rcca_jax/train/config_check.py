@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional, Sequence
 import ml_collections
 
 from rcca_jax.credit import controlled
+from rcca_jax.data.selection import resolve_path
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.models.config import LingConfig
 from rcca_jax.parallel import mesh as mesh_lib
@@ -254,7 +255,6 @@ def _check_lengths(c: _Collector) -> None:
 
 
 def _exists(path: str) -> bool:
-  from rcca_jax.train.trainer import resolve_path  # pylint: disable=import-outside-toplevel
   return os.path.exists(resolve_path(path))
 
 

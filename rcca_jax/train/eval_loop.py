@@ -15,6 +15,7 @@ import os
 from typing import Any, Sequence
 
 from rcca_jax.credit import report
+from rcca_jax.data.tasks import family_of
 from rcca_jax.evaluation.grader import Grader
 from rcca_jax.train import rollouts as rollouts_lib
 
@@ -25,7 +26,7 @@ def summarize(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
   summary["samples"] = len(rollouts)
   by_family = collections.defaultdict(list)
   for r in rollouts:
-    by_family[rollouts_lib.family_of(r.task)].append(r.record)
+    by_family[family_of(r.task)].append(r.record)
   summary["families"] = {f: rollouts_lib.record_stats(recs)
                          for f, recs in sorted(by_family.items())}
   return summary
@@ -55,7 +56,7 @@ def write_outputs(out_dir: str, rollouts: Sequence[rollouts_lib.Rollout],
   # A few samples per report, spread over families, worst reward first.
   picked, seen = [], set()
   for r in sorted(rollouts, key=lambda r: (r.reward is None, r.reward or 0.0)):
-    family = rollouts_lib.family_of(r.task)
+    family = family_of(r.task)
     if family not in seen and len(picked) < num_reports:
       picked.append(r)
       seen.add(family)

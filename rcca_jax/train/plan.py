@@ -31,6 +31,7 @@ import ml_collections
 from flax import nnx
 from jax.sharding import NamedSharding
 
+from rcca_jax.data.selection import resolve_path
 from rcca_jax.models import LingConfig, LingForCausalLM
 from rcca_jax.models import hf_checkpoint
 from rcca_jax.models.config import RUNTIME_FIELDS
@@ -39,7 +40,7 @@ from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
 from rcca_jax.train import config_check
-from rcca_jax.train import trainer as trainer_lib
+from rcca_jax.train import configs
 
 GB = 1e9
 
@@ -52,10 +53,10 @@ def model_config(config: ml_collections.ConfigDict) -> LingConfig:
   if init_from:
     runtime = {k: v for k, v in fields.items() if k in RUNTIME_FIELDS}
     return LingConfig.from_hf_config(
-        hf_checkpoint.read_config(trainer_lib.resolve_path(init_from)), **runtime)
+        hf_checkpoint.read_config(resolve_path(init_from)), **runtime)
   if not fields.get("vocab_size"):
-    return trainer_lib.model_config(config,
-                                    trainer_lib.load_tokenizer(config.data.tokenizer))
+    return configs.model_config(config,
+                                    configs.load_tokenizer(config.data.tokenizer))
   return LingConfig(**fields)
 
 
@@ -104,13 +105,13 @@ def plan(config: ml_collections.ConfigDict, *,
   step_config = train_step.StepConfig(micro_batches=config.get("micro_batches", 1),
                                       logits_chunk=config.get("logits_chunk", 0))
   r, s = config.rl, config.sft
-  update = trainer_lib.update_config(config)
-  loss = trainer_lib.loss_config(config)
+  update = configs.update_config(config)
+  loss = configs.loss_config(config)
   rl_rows = r.prompts_per_step * r.group_size
   rl_len = r.max_prompt_len + r.max_new_tokens
   programs: dict[str, dict[str, float]] = {}
 
-  sft_opt = trainer_lib.optimizer_config(s.optimizer, s.num_steps)
+  sft_opt = configs.optimizer_config(s.optimizer, s.num_steps)
   step, shardings = train_step.build_step(fmodel, sft_lib.NextTokenObjective(), sft_opt,
                                           step_config, mesh)
   state = train_step.abstract_state(fmodel, sft_opt, shardings)
@@ -118,7 +119,7 @@ def plan(config: ml_collections.ConfigDict, *,
   programs["sft_step"] = _compile(step.jitted, mesh, state,
                                   _batch(mesh, sft_lib.SFT_KEYS, s.batch_size, s.max_len))
 
-  rl_opt = trainer_lib.optimizer_config(r.optimizer, r.num_steps)
+  rl_opt = configs.optimizer_config(r.optimizer, r.num_steps)
   objective = train_step.PolicyObjective(loss, r.group_size)
   step, shardings = train_step.build_step(fmodel, objective, rl_opt, step_config, mesh)
   state = train_step.abstract_state(fmodel, rl_opt, shardings)

@@ -19,12 +19,11 @@ import numpy as np
 from rcca_jax import credit
 from rcca_jax.base.schema import GATES
 from rcca_jax.credit import controlled
+from rcca_jax.data import batching
 from rcca_jax.data import chat
-from rcca_jax.data.tasks import family_of  # noqa: F401  (re-exported)
 from rcca_jax.evaluation.grader import Grader
 from rcca_jax.evaluation.pool import Job
 from rcca_jax.rl import grpo
-from rcca_jax.rl import train_step
 from rcca_jax.train.offsets import token_offsets
 
 
@@ -141,7 +140,7 @@ def rl_batch(rollouts: Sequence[Rollout], *, group_size: int, max_len: int, pad_
       if len(rows):
         advantages[rows] = np.asarray(grpo.group_advantages(
             rewards[rows], len(rows), scale_by_std=scale_by_std))
-  batch = train_step.pack_batch(
+  batch = batching.pack_batch(
       [r.prompt for r in rollouts], [r.tokens for r in rollouts], max_len=max_len,
       pad_id=pad_id,
       per_token={"old_logp": [r.logprobs for r in rollouts],

@@ -20,12 +20,11 @@ from the seed and the data position, so a resumed run continues the same sequenc
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import pathlib
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -34,17 +33,19 @@ import numpy as np
 from flax import nnx
 
 from rcca_jax.credit import controlled as controlled_lib
+from rcca_jax.data import batching
 from rcca_jax.data import chat
 from rcca_jax.data import tasks as tasks_lib
+from rcca_jax.data.batching import batch_indices
+from rcca_jax.data.selection import load_task_file, resolve_path, select_tasks
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import Grader
 from rcca_jax.evaluation.pool import EvalPool, Job
-from rcca_jax.models import LingConfig, LingForCausalLM
+from rcca_jax.models import LingForCausalLM
 from rcca_jax.models.config import RUNTIME_FIELDS
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.rl import checkpoint as checkpoint_lib
 from rcca_jax.rl import logprobs as logprobs_lib
-from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
@@ -55,105 +56,16 @@ from rcca_jax.train import eval_loop
 from rcca_jax.train import logging as logging_lib
 from rcca_jax.train import prompts as prompts_lib
 from rcca_jax.train import rollouts as rollouts_lib
+from rcca_jax.train.configs import (load_tokenizer, loss_config, model_config,
+                                    optimizer_config, update_config)
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 LOCALIZE = "rcca_jax.credit.localize:localize_record"
-
-
-def resolve_path(path: str) -> str:
-  """`path` as given when it exists (or is absolute), else relative to the repo root."""
-  if os.path.isabs(path) or os.path.exists(path):
-    return path
-  return str(REPO_ROOT / path)
-
-
-def load_tokenizer(path: str) -> Any:
-  from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
-  return AutoTokenizer.from_pretrained(resolve_path(path))
-
-
-@functools.lru_cache(maxsize=8)
-def _load_tasks(path: str) -> tuple:
-  return tuple(tasks_lib.load_tasks(resolve_path(path)))
-
-
-def select_tasks(path: str, *, families: Sequence[str] = (), limit: int = 0,
-                 per_family: int = 0, need_reference: bool = False) -> list[Any]:
-  """Tasks of `path`, optionally only `families`, at most `per_family` of each family
-  and `limit` in all (0: no limit), in file order."""
-  counts: dict[str, int] = {}
-  out = []
-  for task in _load_tasks(path):
-    family = rollouts_lib.family_of(task)
-    if (families and family not in families) or (need_reference and not task.reference):
-      continue
-    if per_family and counts.get(family, 0) >= per_family:
-      continue
-    counts[family] = counts.get(family, 0) + 1
-    out.append(task)
-    if limit and len(out) >= limit:
-      break
-  if not out:
-    raise ValueError(f"{path}: no tasks left after selecting families {list(families)}")
-  return out
-
-
-def model_config(config: ml_collections.ConfigDict, tokenizer: Any) -> LingConfig:
-  """LingConfig from `config.model`; `vocab_size` 0 takes the tokenizer's (rounded up
-  to a multiple of 64), pad/eos ids come from the tokenizer."""
-  fields = dict(config.model.to_dict())
-  if not fields.get("vocab_size"):
-    fields["vocab_size"] = -(-len(tokenizer) // 64) * 64
-  if fields["vocab_size"] < len(tokenizer):
-    raise ValueError(f"model.vocab_size={fields['vocab_size']} is smaller than the "
-                     f"tokenizer's {len(tokenizer)} tokens")
-  fields["pad_token_id"] = chat.pad_id(tokenizer)
-  fields["eos_token_id"] = chat.eos_ids(tokenizer)[0]
-  return LingConfig(**fields)
-
-
-def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
-  return np.random.default_rng([seed, epoch]).permutation(n)
-
-
-def batch_indices(n: int, batch_size: int, position: int, seed: int) -> list[int]:
-  """Indices of batch number `position` of the endless, per-epoch shuffled stream."""
-  orders: dict[int, np.ndarray] = {}  # A batch spans at most a few epochs.
-  out = []
-  for k in range(position * batch_size, (position + 1) * batch_size):
-    epoch, i = divmod(k, n)
-    if epoch not in orders:
-      orders[epoch] = epoch_order(n, seed, epoch)
-    out.append(int(orders[epoch][i]))
-  return out
 
 
 def step_seed(rng: jax.Array, step: int) -> int:
   """A sampling seed from the run's PRNG key and the step."""
   key = jax.random.fold_in(jnp.asarray(rng), step)
   return int(jax.random.randint(key, (), 0, 2**31 - 1))
-
-
-def optimizer_config(values: ml_collections.ConfigDict, num_steps: int
-                     ) -> optim.OptimizerConfig:
-  fields = dict(values.to_dict())
-  fields.setdefault("total_steps", max(num_steps, 1))
-  fields["total_steps"] = max(fields["total_steps"], 1)
-  fields["warmup_steps"] = min(fields.get("warmup_steps", 0), fields["total_steps"])
-  return optim.OptimizerConfig.from_mapping(fields)
-
-
-def update_config(config: ml_collections.ConfigDict) -> updates_lib.UpdateConfig:
-  r = config.rl
-  return updates_lib.UpdateConfig(
-      num_iterations=r.get("num_iterations", 1), mini_batches=r.get("mini_batches", 1),
-      recompute_old_logprobs=r.get("recompute_old_logprobs", False))
-
-
-def loss_config(config: ml_collections.ConfigDict) -> losses.LossConfig:
-  fields = dict(config.rl.loss.to_dict()) if "loss" in config.rl else {}
-  fields["policy_loss"] = config.rl.policy_loss
-  return losses.LossConfig.from_mapping(fields)
 
 
 @dataclasses.dataclass
@@ -308,7 +220,7 @@ class Trainer:
       path = fields.get("path") or os.path.join(self.workdir, "controlled_tasks.jsonl")
       if not os.path.exists(path):
         spec = controlled_lib.ControlledSpec.from_mapping(fields)
-        built = controlled_lib.build(_load_tasks(self.config.data.train_tasks), spec,
+        built = controlled_lib.build(load_task_file(self.config.data.train_tasks), spec,
                                      self._score)
         tmp = path + ".tmp"
         tasks_lib.write_tasks(tmp, built)
@@ -410,20 +322,6 @@ class Trainer:
                    skipped, s.max_len)
     return examples
 
-  def _sft_batch(self, examples, position: int) -> dict[str, np.ndarray]:
-    s = self.config.sft
-    idx = batch_indices(len(examples), s.batch_size, position, self.config.seed)
-    ids = np.full((len(idx), s.max_len), self.pad_id, np.int32)
-    attn = np.zeros((len(idx), s.max_len), np.float32)
-    loss_mask = np.zeros((len(idx), s.max_len), np.float32)
-    for row, i in enumerate(idx):
-      tokens, mask = examples[i]
-      ids[row, :len(tokens)] = tokens
-      attn[row, :len(tokens)] = 1.0
-      loss_mask[row, :len(tokens)] = mask
-    loss_mask[:, 0] = 0.0
-    return {"input_ids": ids, "attention_mask": attn, "loss_mask": loss_mask}
-
   def run_sft(self, state) -> train_step.TrainState:
     stage = self.sft
     start = int(jax.device_get(state.step))
@@ -436,7 +334,9 @@ class Trainer:
     try:
       while start < stage.num_steps:
         t0 = time.time()
-        batch = self._sft_batch(examples, start)
+        idx = batch_indices(len(examples), self.config.sft.batch_size, start, self.config.seed)
+        batch = batching.sft_batch([examples[i] for i in idx], max_len=self.config.sft.max_len,
+                                   pad_id=self.pad_id)
         state, m = step_fn(state, batch)
         start += 1
         m = jax.device_get(m)

@@ -1,0 +1,86 @@
+"""Host-side batches: the shuffled epoch stream and rows of prompt + response.
+
+`batch_indices` walks an endless stream of per-epoch permutations, so a run that
+resumes at data position k draws the same batches as one that never stopped;
+`pack_batch` lays out right-padded rows in the train step's layout (nothing is cut);
+`sft_batch` packs SFT examples with it.
+"""
+
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
+  """The permutation of `n` items used in `epoch`."""
+  return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+def batch_indices(n: int, batch_size: int, position: int, seed: int) -> list[int]:
+  """Indices of batch number `position` of the endless, per-epoch shuffled stream."""
+  orders: dict[int, np.ndarray] = {}  # A batch spans at most a few epochs.
+  out = []
+  for k in range(position * batch_size, (position + 1) * batch_size):
+    epoch, i = divmod(k, n)
+    if epoch not in orders:
+      orders[epoch] = epoch_order(n, seed, epoch)
+    out.append(int(orders[epoch][i]))
+  return out
+
+
+def pack_batch(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], *,
+               max_len: int, pad_id: int = 0,
+               per_token: Optional[Mapping[str, Sequence[Sequence[float]]]] = None,
+               per_sequence: Optional[Mapping[str, Sequence[float]]] = None,
+               token_fill: Optional[Mapping[str, float]] = None
+               ) -> dict[str, np.ndarray]:
+  """Right-padded [B, max_len] rows `prompt + response` in the step's batch layout.
+
+  `per_token[name][i]` holds one value per response token of row i (e.g. the
+  sampler's log-probs or the diagnostic weights); it is placed at those tokens'
+  positions, `token_fill[name]` (default 0) elsewhere. Nothing is cut: a row longer
+  than `max_len` is an error naming the rows (the sampler and the loss must see the
+  same tokens).
+  """
+  if len(prompts) != len(responses):
+    raise ValueError(f"{len(prompts)} prompts for {len(responses)} responses")
+  long_rows = [f"row {i}: {len(p)} + {len(r)} tokens"
+               for i, (p, r) in enumerate(zip(prompts, responses))
+               if len(p) + len(r) > max_len]
+  if long_rows:
+    raise ValueError(f"prompt + response longer than max_len={max_len}: "
+                     + "; ".join(long_rows))
+  per_token = dict(per_token or {})
+  token_fill = dict(token_fill or {})
+  b = len(prompts)
+  out = {"input_ids": np.full((b, max_len), pad_id, np.int32),
+         "attention_mask": np.zeros((b, max_len), np.float32),
+         "loss_mask": np.zeros((b, max_len), np.float32)}
+  for name in per_token:
+    out[name] = np.full((b, max_len), token_fill.get(name, 0.0), np.float32)
+  for i, (prompt, response) in enumerate(zip(prompts, responses)):
+    prompt = list(prompt)
+    row = prompt + list(response)
+    out["input_ids"][i, :len(row)] = row
+    out["attention_mask"][i, :len(row)] = 1.0
+    out["loss_mask"][i, len(prompt):len(row)] = 1.0
+    for name, values in per_token.items():
+      if len(values[i]) != len(response):
+        raise ValueError(f"row {i}: {name} has {len(values[i])} values for "
+                         f"{len(response)} response tokens")
+      out[name][i, len(prompt):len(row)] = np.asarray(values[i], np.float32)
+  for name, values in (per_sequence or {}).items():
+    out[name] = np.asarray(values, np.float32).reshape(b)
+  return out
+
+
+def sft_batch(examples: Sequence[tuple[Sequence[int], Sequence[int]]], *, max_len: int,
+              pad_id: int) -> dict[str, np.ndarray]:
+  """`pack_batch` of SFT examples `(ids, loss_mask)`, whose mask is 0 over the prompt
+  and 1 over the answer (`chat.format_sft_example`)."""
+  prompts, answers = [], []
+  for ids, mask in examples:
+    start = list(mask).index(1) if 1 in mask else len(ids)
+    prompts.append(ids[:start])
+    answers.append(ids[start:])
+  return pack_batch(prompts, answers, max_len=max_len, pad_id=pad_id)

@@ -1,0 +1,54 @@
+"""The run's typed parts from its experiment config: tokenizer, model, optimizer, updates
+and loss (the translation the trainer and `--mode=plan` share)."""
+
+from typing import Any
+
+import ml_collections
+
+from rcca_jax.data import chat
+from rcca_jax.data.selection import resolve_path
+from rcca_jax.models import LingConfig
+from rcca_jax.rl import losses
+from rcca_jax.rl import optim
+from rcca_jax.rl import updates as updates_lib
+
+
+def load_tokenizer(path: str) -> Any:
+  from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
+  return AutoTokenizer.from_pretrained(resolve_path(path))
+
+
+def model_config(config: ml_collections.ConfigDict, tokenizer: Any) -> LingConfig:
+  """LingConfig from `config.model`; `vocab_size` 0 takes the tokenizer's (rounded up
+  to a multiple of 64), pad/eos ids come from the tokenizer."""
+  fields = dict(config.model.to_dict())
+  if not fields.get("vocab_size"):
+    fields["vocab_size"] = -(-len(tokenizer) // 64) * 64
+  if fields["vocab_size"] < len(tokenizer):
+    raise ValueError(f"model.vocab_size={fields['vocab_size']} is smaller than the "
+                     f"tokenizer's {len(tokenizer)} tokens")
+  fields["pad_token_id"] = chat.pad_id(tokenizer)
+  fields["eos_token_id"] = chat.eos_ids(tokenizer)[0]
+  return LingConfig(**fields)
+
+
+def optimizer_config(values: ml_collections.ConfigDict, num_steps: int
+                     ) -> optim.OptimizerConfig:
+  fields = dict(values.to_dict())
+  fields.setdefault("total_steps", max(num_steps, 1))
+  fields["total_steps"] = max(fields["total_steps"], 1)
+  fields["warmup_steps"] = min(fields.get("warmup_steps", 0), fields["total_steps"])
+  return optim.OptimizerConfig.from_mapping(fields)
+
+
+def update_config(config: ml_collections.ConfigDict) -> updates_lib.UpdateConfig:
+  r = config.rl
+  return updates_lib.UpdateConfig(
+      num_iterations=r.get("num_iterations", 1), mini_batches=r.get("mini_batches", 1),
+      recompute_old_logprobs=r.get("recompute_old_logprobs", False))
+
+
+def loss_config(config: ml_collections.ConfigDict) -> losses.LossConfig:
+  fields = dict(config.rl.loss.to_dict()) if "loss" in config.rl else {}
+  fields["policy_loss"] = config.rl.policy_loss
+  return losses.LossConfig.from_mapping(fields)
