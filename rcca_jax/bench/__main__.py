@@ -42,7 +42,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
   p.add_argument("--out", required=True, help="output folder (a re-run resumes)")
   p.add_argument("--judge-url", required=True, help="OpenAI-compatible base URL")
   p.add_argument("--judge-model", required=True)
-  p.add_argument("--workers", type=int, default=2, help="concurrent browser pages")
+  p.add_argument("--workers", type=int, default=3, help="concurrent browser pages")
   p.add_argument("--viewport", type=_viewport, default=(1280, 800), help="WIDTHxHEIGHT")
   p.add_argument("--judge-timeout", type=float, default=180.0, help="seconds per request")
   p.add_argument("--judge-retries", type=int, default=2,

@@ -123,25 +123,32 @@ def parse_reply(text: str, max_total: float = 0.0) -> Reply | None:
   return None
 
 
-async def grade(worker: common.Worker, item: common.Item, *, judge: common.ChatJudge,
-                opts: Options, out_dir: str) -> dict[str, Any]:
-  """One response's record (see the module docstring)."""
+async def render_request(pages: common.Pages, item: common.Item, *, opts: Options,
+                         out_dir: str) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+  """The record so far and the judge messages (None: no app, the record is final)."""
   record = item.base_record()
   extraction = extract_lib.extract_app(item.response)
   if extraction is None:
     return {**record, "score": 0.0, "status": "no_app", "item_scores": [],
-            "screenshots": [], "usage": {}}
-  session = await worker.session()
-  shots = await common.take_screenshots(session, extraction.html, count=opts.screenshots,
-                                        interval=opts.interval, out_dir=out_dir,
-                                        stem=common.file_stem(item))
+            "screenshots": [], "usage": {}}, None
+  async with pages.page() as session:
+    shots = await common.take_screenshots(session, extraction.html, count=opts.screenshots,
+                                          interval=opts.interval, out_dir=out_dir,
+                                          stem=common.file_stem(item))
   record.update(screenshots=shots.paths)
   if shots.load_error or shots.errors:
     record["render_errors"] = ([shots.load_error] if shots.load_error else []) + shots.errors
-  messages = build_messages(item.task, extraction.html, shots.png_b64, opts)
+  return record, build_messages(item.task, extraction.html, shots.png_b64, opts)
+
+
+async def grade(pages: common.Pages, item: common.Item, *, judge: common.ChatJudge,
+                opts: Options, out_dir: str) -> dict[str, Any]:
+  """One response's record (see the module docstring)."""
+  record, messages = await render_request(pages, item, opts=opts, out_dir=out_dir)
+  if messages is None:
+    return record
   max_total = float(sum(c["max_score"] for c in checklist(item.task)))
   usage: collections.Counter = collections.Counter()
-  record["usage"] = usage
   text = ""
   for _ in range(opts.parse_retries + 1):
     try:

@@ -15,6 +15,7 @@ import asyncio
 import base64
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -22,7 +23,7 @@ import os
 import re
 import sys
 import time
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 
 from rcca_jax.data import artifactsbench as artifactsbench_data
 from rcca_jax.data import bench_common
@@ -205,6 +206,34 @@ class Worker:
       self._session = None
 
 
+class Pages:
+  """`size` workers shared by concurrent gradings: a grading holds a page only while it
+  uses the browser (not while it waits for the judge)."""
+
+  def __init__(self, config: EvalConfig, size: int):
+    self._workers = [Worker(config) for _ in range(max(1, size))]
+    self._free: asyncio.Queue = asyncio.Queue()
+    for worker in self._workers:
+      self._free.put_nowait(worker)
+
+  @contextlib.asynccontextmanager
+  async def page(self) -> AsyncIterator[PageSession]:
+    """A started page session; after a crash its context is rebuilt (and the error
+    passed on)."""
+    worker = await self._free.get()
+    try:
+      yield await worker.session()
+    except (PageCrashed, BrowserGone):
+      await worker.reset()
+      raise
+    finally:
+      self._free.put_nowait(worker)
+
+  async def close(self) -> None:
+    for worker in self._workers:
+      await worker.close()
+
+
 def file_stem(item: Item) -> str:
   """A file-name-safe stem for an item's screenshots."""
   safe = re.sub(r"[^A-Za-z0-9._-]+", "_", item.task_id)[:80] or "task"
@@ -258,18 +287,17 @@ async def take_screenshots(session: PageSession, html: str, *, count: int, inter
   return shots
 
 
-Grade = Callable[[Worker, Item], Awaitable[dict[str, Any]]]
+Grade = Callable[[Pages, Item], Awaitable[dict[str, Any]]]
 
 
-async def _grade_guarded(grade: Grade, worker: Worker, item: Item) -> dict[str, Any]:
-  """`grade`, retried once on a fresh context after a crash; errors become records."""
+async def _grade_guarded(grade: Grade, pages: Pages, item: Item) -> dict[str, Any]:
+  """`grade`, retried once (on a rebuilt context) after a crash; errors become records."""
   for attempt in range(2):
     try:
-      return await grade(worker, item)
+      return await grade(pages, item)
     except (PageCrashed, BrowserGone) as e:
       if attempt:
         return error_record(item, f"the page crashed twice: {e}", "error")
-      await worker.reset()
     except BudgetSpent as e:
       return error_record(item, str(e), "judge_error")
     except Exception as e:  # pylint: disable=broad-except  # one item never ends the run
@@ -305,7 +333,7 @@ def run(items: Sequence[Item], grade: Grade, *, out_dir: str, config: EvalConfig
       todo.append(item)
   if todo:
     with open(os.path.join(out_dir, PROGRESS), "a", encoding="utf-8") as progress:
-      for item, record in _run_async(todo, grade, config, workers):
+      for item, record in _run_async(todo, grade, config, max(1, workers)):
         records[item.index] = record
         progress.write(json.dumps(record, ensure_ascii=False) + "\n")
         progress.flush()
@@ -316,25 +344,25 @@ def run(items: Sequence[Item], grade: Grade, *, out_dir: str, config: EvalConfig
 
 def _run_async(todo: Sequence[Item], grade: Grade, config: EvalConfig, workers: int
                ) -> Iterable[tuple[Item, dict[str, Any]]]:
+  """Grades `todo` with `workers` pages and up to 4 x `workers` gradings in flight;
+  yields (item, record) as they finish."""
   loop = asyncio.new_event_loop()
   # Judge requests run in threads; the default pool (cores + 4) would cap them.
-  loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max(8, 4 * workers)))
-  queue: asyncio.Queue = asyncio.Queue()
+  loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(4 * workers + 4))
   finished: list[tuple[Item, dict[str, Any]]] = []
 
-  async def work() -> None:
-    worker = Worker(config)
-    try:
-      while not queue.empty():
-        item = queue.get_nowait()
-        finished.append((item, await _grade_guarded(grade, worker, item)))
-    finally:
-      await worker.close()
-
   async def main() -> None:
-    for item in todo:
-      queue.put_nowait(item)
-    await asyncio.gather(*(work() for _ in range(max(1, min(workers, len(todo))))))
+    pages = Pages(config, workers)
+    in_flight = asyncio.Semaphore(4 * workers)
+
+    async def one(item: Item) -> None:
+      async with in_flight:
+        finished.append((item, await _grade_guarded(grade, pages, item)))
+
+    try:
+      await asyncio.gather(*(one(item) for item in todo))
+    finally:
+      await pages.close()
 
   task = loop.create_task(main())
   try:

@@ -21,7 +21,7 @@ from rcca_jax.evaluation import extract as extract_lib
 METRICS = ("overall", "intention", "static", "dynamic")
 
 
-async def grade(worker: common.Worker, item: common.Item, *, judge: common.ChatJudge,
+async def grade(pages: common.Pages, item: common.Item, *, judge: common.ChatJudge,
                 opts: agent_judge.Options, out_dir: str) -> dict[str, Any]:
   """One response's record (see the module docstring)."""
   record = item.base_record()
@@ -29,17 +29,17 @@ async def grade(worker: common.Worker, item: common.Item, *, judge: common.ChatJ
   if extraction is None:
     return {**record, "score": 0.0, "passed": False, "status": "no_app",
             "verdicts": {d: False for d in agent_judge.DIMENSIONS}, "usage": {}}
-  session = await worker.session()
-  await session.begin_app()
-  start = time.monotonic()
-  load = await session.load(extraction.html)
-  agent = agent_judge.Agent(session, judge, opts, out_dir, common.file_stem(item))
   usage: collections.Counter = collections.Counter()
-  try:
-    verdict, turns = await agent.run(item.task, extraction.html, usage)
-  except RuntimeError as e:
-    return {**record, "score": None, "status": "judge_error", "error": str(e),
-            "usage": dict(usage)}
+  async with pages.page() as session:
+    await session.begin_app()
+    start = time.monotonic()
+    load = await session.load(extraction.html)
+    agent = agent_judge.Agent(session, judge, opts, out_dir, common.file_stem(item))
+    try:
+      verdict, turns = await agent.run(item.task, extraction.html, usage)
+    except RuntimeError as e:
+      return {**record, "score": None, "status": "judge_error", "error": str(e),
+              "usage": dict(usage)}
   record.update(turns=turns, actions=agent.actions, screenshots=agent.screenshots,
                 usage=dict(usage), seconds=round(time.monotonic() - start, 2))
   if not load.ok:
