@@ -79,7 +79,8 @@ class ArtifactsBenchTest(absltest.TestCase):
     shutil.rmtree(cls.dir, ignore_errors=True)
     os.makedirs(cls.dir)
     cls.addClassCleanup(shutil.rmtree, cls.dir, ignore_errors=True)
-    cls.tasks = _write_jsonl(os.path.join(cls.dir, "lite.json"), AB_TASKS)
+    cls.tasks = _write_jsonl(os.path.join(cls.dir, "lite.json"),
+                             [*AB_TASKS, '{"index": 4, "question": "truncated'])
     cls.responses = _write_jsonl(os.path.join(cls.dir, "responses.jsonl"), [
         {"task_id": "artifactsbench-1", "sample_id": 0, "response": COUNTER},
         {"task_id": "artifactsbench-3", "sample_id": 0, "response": "No code, sorry."},
@@ -89,7 +90,9 @@ class ArtifactsBenchTest(absltest.TestCase):
         {"task_id": "artifactsbench-9", "sample_id": 0, "response": COUNTER},
     ])
     cls.out = os.path.join(cls.dir, "out")
-    cls.rc = cls._run()
+    with mock.patch("sys.stderr", new_callable=io.StringIO) as err:
+      cls.rc = cls._run()
+    cls.stderr = err.getvalue()
     cls.first_requests = cls.judge.bodies
 
   @classmethod
@@ -141,6 +144,10 @@ class ArtifactsBenchTest(absltest.TestCase):
     self.assertIn("responses.jsonl:4: invalid JSON", records[3]["error"])
     self.assertIn("responses.jsonl:6: unknown task id 'artifactsbench-9'", records[5]["error"])
     self.assertEqual(self.rc, 0)
+
+  def test_bad_rows_are_named_and_the_batch_goes_on(self):
+    self.assertIn("lite.json:4: invalid JSON", self.stderr)
+    self.assertIn("responses.jsonl:6: unknown task id", self.stderr)
 
   def test_screenshots_on_disk(self):
     record = self._records()[2]
@@ -288,26 +295,77 @@ def scripted_agent(body):
        "function": {"name": "done", "arguments": json.dumps(verdict)}}]}
 
 
+TOOLS_APP = _app("Tools", """<p id="key">no key</p><p id="drop">not dropped</p>
+<p id="scroll">not scrolled</p>
+<div id="box" style="position:absolute;left:50px;top:200px;width:60px;height:60px"></div>
+<div style="height:3000px"></div><script>
+addEventListener('keydown', (e) => { document.getElementById('key').textContent = 'key ' + e.key; });
+const box = document.getElementById('box'); let drag = null;
+box.addEventListener('mousedown', (e) => { drag = {x: e.clientX, left: box.offsetLeft}; });
+addEventListener('mousemove', (e) => {
+  if (drag) box.style.left = (drag.left + e.clientX - drag.x) + 'px'; });
+addEventListener('mouseup', () => {
+  if (drag) document.getElementById('drop').textContent = 'dropped at ' + box.offsetLeft;
+  drag = null; });
+addEventListener('scroll', () => { document.getElementById('scroll').textContent = 'scrolled'; });
+</script>""")
+
+
+def _call(k, name, **args):
+  return {"id": f"c{k}", "type": "function",
+          "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def every_tool_agent(body):
+  """Uses each tool once (and two that cannot work), then says what it saw."""
+  results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+  if not results:
+    return {"content": "", "tool_calls": [
+        _call(1, "press", key="ArrowLeft"), _call(2, "drag", source="#box", dx=100),
+        _call(3, "scroll", dy=400), _call(4, "wait", ms=50), _call(5, "read", target="#drop"),
+        _call(6, "click", target="#nope"), _call(7, "fly")]}
+  ok = ["+ key ArrowLeft" in results[0], "+ dropped at 150" in results[1],
+        "+ scrolled" in results[2], results[3].startswith("ok"),
+        results[4] == "p: 'dropped at 150'", results[5].startswith("error: no element"),
+        results[6] == "error: unknown tool 'fly'"]
+  return {"content": "", "tool_calls": [_call(8, "done", intention=all(ok), static=True,
+                                              dynamic=all(ok), reason=str(ok))]}
+
+
+def waiting_agent(body):
+  """Never finishes on its own; answers `done` only when it is required."""
+  if isinstance(body["tool_choice"], dict):
+    assert body["tool_choice"]["function"]["name"] == "done", body["tool_choice"]
+    return {"content": "", "tool_calls": [_call(9, "done", intention=True, static=True,
+                                                dynamic=False)]}
+  return {"content": "", "tool_calls": [_call(len(body["messages"]), "wait", ms=10)]}
+
+
 @pytest.mark.browser
 class MiniAppBenchTest(absltest.TestCase):
 
-  def test_scripted_agent_sees_what_the_page_did(self):
-    judge = FakeJudge(scripted_agent)
+  def _run(self, respond, responses, *extra):
+    judge = FakeJudge(respond)
     self.addCleanup(judge.close)
     root = self.create_tempdir().full_path
     tasks = _write_jsonl(os.path.join(root, "mini.jsonl"), MB_TASKS)
-    responses = _write_jsonl(os.path.join(root, "r.jsonl"), [
-        {"task_id": "miniappbench-greet", "sample_id": 0, "response": WORKING},
-        {"task_id": "miniappbench-greet", "sample_id": 1, "response": BROKEN},
-        {"task_id": "miniappbench-greet", "sample_id": 2, "response": "no app"}])
+    path = _write_jsonl(os.path.join(root, "r.jsonl"), [
+        {"task_id": "miniappbench-greet", "sample_id": k, "response": r}
+        for k, r in enumerate(responses)])
     out = os.path.join(root, "out")
-    rc = bench_main.main(["miniappbench", "--tasks", tasks, "--responses", responses,
+    rc = bench_main.main(["miniappbench", "--tasks", tasks, "--responses", path,
                           "--out", out, "--judge-url", judge.url, "--judge-model", "fake",
-                          "--workers", "2", "--no-turn-screenshots"])
+                          "--workers", "2", "--no-turn-screenshots", *extra])
     self.assertEqual(judge.failures, [])
     self.assertEqual(rc, 0)
     with open(os.path.join(out, "results.jsonl"), encoding="utf-8") as f:
-      working, broken, no_app = [json.loads(line) for line in f]
+      records = [json.loads(line) for line in f]
+    with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
+      return judge, records, json.load(f)
+
+  def test_scripted_agent_sees_what_the_page_did(self):
+    judge, (working, broken, no_app), s = self._run(scripted_agent,
+                                                    [WORKING, BROKEN, "no app"])
     self.assertEqual(working["verdicts"], {"intention": True, "static": True, "dynamic": True})
     self.assertEqual((working["passed"], working["score"], working["turns"]), (True, 100.0, 2))
     self.assertEqual([a["tool"] for a in working["actions"]], ["click", "type"])
@@ -315,17 +373,20 @@ class MiniAppBenchTest(absltest.TestCase):
     self.assertIn("undefinedCounter is not defined", broken["actions"][0]["result"])
     self.assertEqual((no_app["status"], no_app["score"]), ("no_app", 0.0))
     self.assertLen(judge.requests, 4)  # two turns per app, none without an app
-    with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
-      s = json.load(f)
     self.assertAlmostEqual(s["overall"], 100 / 3)
     self.assertAlmostEqual(s["dynamic"], 100 / 3)
     self.assertAlmostEqual(s["static"], 200 / 3)
     self.assertEqual(s["by_category"]["Tools"]["n"], 3)
     self.assertEqual(s["by_difficulty"]["easy"]["score"], 100 / 3)
 
+  def test_every_tool_acts_on_the_page(self):
+    _, (record,), _ = self._run(every_tool_agent, [TOOLS_APP])
+    self.assertEqual(record["passed"], True, record["reason"])
 
-if __name__ == "__main__":
-  absltest.main()
+  def test_turns_are_bounded_then_done_is_required(self):
+    judge, (record,), _ = self._run(waiting_agent, [WORKING], "--max-turns", "2")
+    self.assertLen(judge.requests, 3)
+    self.assertEqual((record["turns"], record["status"], record["passed"]), (3, "scored", False))
 
 
 # A CONTRACTS task file with executable checks (our corpus's shape).
@@ -382,6 +443,21 @@ class LimitsTest(_CorpusRun):
       summary = json.load(f)
     self.assertEqual(summary["counts"], {"responses": 2, "judge_error": 2})
     self.assertIsNone(summary["overall"])
+
+  def test_embedded_answers_without_a_responses_file(self):
+    judge = FakeJudge(_scores)
+    self.addCleanup(judge.close)
+    root = self.create_tempdir().full_path
+    tasks = _write_jsonl(os.path.join(root, "lite.json"),
+                         [dict(AB_TASKS[0], answer="<think>hm</think>No code today.")])
+    out = os.path.join(root, "out")
+    self.assertEqual(bench_main.main(["artifactsbench", "--tasks", tasks, "--out", out,
+                                      "--judge-url", judge.url, "--judge-model", "m"]), 0)
+    with open(os.path.join(out, "results.jsonl"), encoding="utf-8") as f:
+      record = json.loads(f.read())
+    self.assertEqual((record["task_id"], record["status"], record["score"]),
+                     ("artifactsbench-1", "no_app", 0.0))
+    self.assertEqual(judge.requests, [])
 
   def test_malformed_task_file_names_file_and_line(self):
     root = self.create_tempdir().full_path

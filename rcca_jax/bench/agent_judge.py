@@ -214,39 +214,57 @@ class Agent:
 
   async def act(self, name: str, args: dict[str, Any]) -> str:
     """Runs one tool call; returns its result text (errors are results too)."""
-    s, page = self.session, self.session.page
     if name == "read":
       if args.get("target") in (None, ""):
         return await self.observe()
       found = await self._target(args["target"])
       return found.get("error") or f"{found['tag']}: {found['text']!r}"
-    if name == "wait":
-      await asyncio.sleep(min(max(float(args.get("ms") or 0), 0.0), 5000.0) / 1000)
-    elif name == "scroll":
-      w, h = s.config.viewport
-      await s.call(page.mouse.move(w / 2, h / 2), "scroll")
-      await s.call(page.mouse.wheel(float(args.get("dx") or 0), float(args.get("dy") or 0)),
-                   "scroll")
-    elif name in ("click", "type", "press") and (name != "press" or args.get("target")):
-      found = await self._target(args.get("target"))
-      if "error" in found:
-        return f"error: {found['error']}"
-      await s.call(page.mouse.click(found["x"], found["y"]), f"{name} {args.get('target')}")
-      if name == "type":
-        await s.call(page.keyboard.type(str(args.get("text", ""))[:500]), "type")
-    if name == "press":
-      await s.call(page.keyboard.press(str(args.get("key", ""))), f"press {args.get('key')}")
-    elif name == "drag":
-      error = await self._drag(args)
-      if error:
-        return f"error: {error}"
-    elif name not in ("click", "type", "wait", "scroll"):
+    handler = {"click": self._click, "type": self._type, "press": self._press,
+               "drag": self._drag, "scroll": self._scroll, "wait": self._wait}.get(name)
+    if handler is None:
       return f"error: unknown tool {name!r}"
+    error = await handler(args)
+    if error:
+      return f"error: {error}"
     after = await self.observe()
     changes, self.snapshot = _diff(self.snapshot, after), after
     errors = self.new_errors()
     return (f"ok. Page changes:\n{changes}"
-            + (f"\nNew errors:\n" + "\n".join(errors[:10]) if errors else ""))
+            + ("\nNew errors:\n" + "\n".join(errors[:10]) if errors else ""))
+
+  async def _click(self, args: dict[str, Any]) -> str | None:
+    found = await self._target(args.get("target"))
+    if "error" in found:
+      return found["error"]
+    await self.session.call(self.session.page.mouse.click(found["x"], found["y"]),
+                            f"click {args.get('target')}")
+    return None
+
+  async def _type(self, args: dict[str, Any]) -> str | None:
+    error = await self._click(args)
+    if error is None:
+      await self.session.call(
+          self.session.page.keyboard.type(str(args.get("text", ""))[:500]), "type")
+    return error
+
+  async def _press(self, args: dict[str, Any]) -> str | None:
+    if args.get("target") not in (None, "") and (error := await self._click(args)):
+      return error
+    key = str(args.get("key", ""))
+    await self.session.call(self.session.page.keyboard.press(key), f"press {key}")
+    return None
+
+  async def _scroll(self, args: dict[str, Any]) -> str | None:
+    s = self.session
+    w, h = s.config.viewport
+    await s.call(s.page.mouse.move(w / 2, h / 2), "scroll")
+    await s.call(s.page.mouse.wheel(float(args.get("dx") or 0), float(args.get("dy") or 0)),
+                 "scroll")
+    return None
+
+  async def _wait(self, args: dict[str, Any]) -> str | None:
+    await asyncio.sleep(min(max(float(args.get("ms") or 0), 0.0), 5000.0) / 1000)
+    return None
 
   async def _drag(self, args: dict[str, Any]) -> str | None:
     s, mouse = self.session, self.session.page.mouse
@@ -270,7 +288,10 @@ class Agent:
                 ) -> tuple[dict[str, Any] | None, int]:
     """The conversation; returns (verdict or None, turns used)."""
     expected = expectations(task)
-    self.snapshot = await self.observe()
+    try:
+      self.snapshot = await self.observe()
+    except (CallTimeout, JsError) as e:
+      self.snapshot = f"(the page does not respond: {e})"
     errors = self.new_errors()
     lists = "\n".join(f"{d}:\n" + ("\n".join(f"- {t}" for t in expected[d]) or "(none)")
                       for d in DIMENSIONS)
@@ -333,7 +354,7 @@ class Agent:
       else:
         try:
           result = await self.act(name, args)
-        except (CallTimeout, JsError) as e:
+        except (CallTimeout, JsError, ValueError) as e:  # ValueError: a non-numeric argument
           result = f"error: {e}"
       self.actions.append({"tool": name, "args": args, "result": result[:300]})
       messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": result})

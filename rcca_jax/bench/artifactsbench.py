@@ -153,7 +153,7 @@ async def grade(pages: common.Pages, item: common.Item, *, judge: common.ChatJud
   for _ in range(opts.parse_retries + 1):
     try:
       message = await judge.complete(judge.payload(messages), usage)
-    except RuntimeError as e:
+    except common.JudgeError as e:
       return {**record, "usage": dict(usage), "score": None, "status": "judge_error",
               "error": str(e)}
     text = message.get("content") or ""

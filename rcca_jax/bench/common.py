@@ -117,7 +117,11 @@ def error_record(item: Item, error: str, status: str) -> dict[str, Any]:
 
 
 # -- the judge ------------------------------------------------------------------------
-class BudgetSpent(RuntimeError):
+class JudgeError(RuntimeError):
+  """No usable reply: the server failed after the retries, or the budget is spent."""
+
+
+class BudgetSpent(JudgeError):
   """The run's judge request budget is used up."""
 
 
@@ -151,7 +155,7 @@ class ChatJudge:
   async def complete(self, payload: dict[str, Any], usage: collections.Counter
                      ) -> dict[str, Any]:
     """The reply message; counts requests and tokens into `usage`; raises BudgetSpent,
-    or RuntimeError after the last retry."""
+    or JudgeError after the last retry."""
     error = ""
     for attempt in range(self.retries + 1):
       if self.max_requests and self.requests >= self.max_requests:
@@ -174,7 +178,7 @@ class ChatJudge:
         if isinstance(value, int):
           usage[name] += value
       return message
-    raise RuntimeError(f"judge unavailable after {self.retries + 1} tries: {error}"[:500])
+    raise JudgeError(f"judge unavailable after {self.retries + 1} tries: {error}"[:500])
 
 
 def image_part(png_b64: str) -> dict[str, Any]:
@@ -298,8 +302,6 @@ async def _grade_guarded(grade: Grade, pages: Pages, item: Item) -> dict[str, An
     except (PageCrashed, BrowserGone) as e:
       if attempt:
         return error_record(item, f"the page crashed twice: {e}", "error")
-    except BudgetSpent as e:
-      return error_record(item, str(e), "judge_error")
     except Exception as e:  # pylint: disable=broad-except  # one item never ends the run
       return error_record(item, f"{type(e).__name__}: {e}"[:1000], "error")
   raise AssertionError("unreachable")

@@ -37,7 +37,7 @@ async def grade(pages: common.Pages, item: common.Item, *, judge: common.ChatJud
     agent = agent_judge.Agent(session, judge, opts, out_dir, common.file_stem(item))
     try:
       verdict, turns = await agent.run(item.task, extraction.html, usage)
-    except RuntimeError as e:
+    except common.JudgeError as e:
       return {**record, "score": None, "status": "judge_error", "error": str(e),
               "usage": dict(usage)}
   record.update(turns=turns, actions=agent.actions, screenshots=agent.screenshots,
