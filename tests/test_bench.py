@@ -444,6 +444,23 @@ class LimitsTest(_CorpusRun):
     self.assertEqual(summary["counts"], {"responses": 2, "judge_error": 2})
     self.assertIsNone(summary["overall"])
 
+  def test_hanging_apps_are_judged_on_what_could_be_taken(self):
+    hang = _app("Hang", "<p>hi</p><script>while (true) {}</script>")
+    late = _app("Late", "<p>hi</p><script>setTimeout(() => { while (true) {} }, 300);</script>")
+    judge, args, out = self.run_bench(respond=lambda body: {"content": '{"overall": %d}' % len(
+        [p for p in body["messages"][-1]["content"] if p["type"] == "image_url"])})
+    responses = args[args.index("--responses") + 1]
+    _write_jsonl(responses, [{"task_id": "counter-0001", "sample_id": k, "response": r}
+                             for k, r in enumerate((hang, late))])
+    args[args.index("--screenshots") + 1] = "3"
+    self.assertEqual(bench_main.main(args + ["--workers", "2", "--interval", "0.5"]), 0)
+    with open(os.path.join(out, "results.jsonl"), encoding="utf-8") as f:
+      hung, late_hung = [json.loads(line) for line in f]
+    self.assertIn("page load did not finish", hung["render_errors"][0])
+    self.assertEqual(hung["score"], len(hung["screenshots"]))  # the judge got what was taken
+    self.assertTrue(any("did not finish" in e for e in late_hung["render_errors"]))
+    self.assertLen(judge.requests, 2)
+
   def test_embedded_answers_without_a_responses_file(self):
     judge = FakeJudge(_scores)
     self.addCleanup(judge.close)

@@ -339,6 +339,8 @@ class Agent:
         messages.append({"role": "user", "content": "Use the tools; call done to finish."})
       return None
     for call in calls:
+      if not isinstance(call, dict):
+        continue
       fn = call.get("function") or {}
       name = str(fn.get("name", ""))
       try:

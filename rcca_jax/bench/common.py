@@ -322,7 +322,7 @@ def read_progress(out_dir: str) -> dict[str, dict[str, Any]]:
 def run(items: Sequence[Item], grade: Grade, *, out_dir: str, config: EvalConfig,
         workers: int) -> list[dict[str, Any]]:
   """Grades every item not already graded in OUT_DIR; returns records in input order."""
-  os.makedirs(out_dir, exist_ok=True)
+  os.makedirs(os.path.join(out_dir, "screenshots"), exist_ok=True)
   done = read_progress(out_dir)
   records: dict[int, dict[str, Any]] = {}
   todo: list[Item] = []
