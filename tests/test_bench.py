@@ -5,7 +5,10 @@ import base64
 import io
 import json
 import os
+import pathlib
 import shutil
+import subprocess
+import sys
 from unittest import mock
 
 from absl.testing import absltest, parameterized
@@ -17,6 +20,7 @@ from rcca_jax.bench import table
 from test_judge import FakeServer
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 class FakeJudge(FakeServer):
@@ -210,6 +214,22 @@ class ParseReplyTest(parameterized.TestCase):
     self.assertIsNone(artifactsbench.parse_reply(text, max_total=100.0))
 
 
+class AppHtmlTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("html", COUNTER, '<h1 id="count">'),
+      ("svg_fence", '```svg\n<svg width="9"><circle r="3"/></svg>\n```', '<svg width="9">'),
+      ("raw_last_svg", '<svg id="a"></svg> then <SVG id="b">x</SVG> ok', '<SVG id="b">x</SVG>'),
+      ("svg_in_thoughts_only", '<think><svg></svg></think>No picture.', None),
+  )
+  def test_app(self, response, part):
+    html = artifactsbench.app_html(response)
+    if part is None:
+      self.assertIsNone(html)
+    else:
+      self.assertIn(part, html)
+
+
 class TableTest(absltest.TestCase):
 
   def test_rows_side_by_side(self):
@@ -235,8 +255,12 @@ class TableTest(absltest.TestCase):
     self.assertIn("| rl | 41.25 | – | – | 41.25 | – |", table.to_markdown(header, rows))
     self.assertEqual(table.to_csv(header, rows).splitlines()[1], "base,9.0000,9.0000,9.0000,,")
     csv_path = os.path.join(root, "t.csv")
-    self.assertEqual(bench_main.main(["table", *dirs, "--csv", csv_path]), 0)
-    self.assertTrue(os.path.exists(csv_path))
+    proc = subprocess.run([sys.executable, "-m", "rcca_jax.bench", "table", *dirs,
+                           "--names", "base,RCCA,SFT", "--csv", csv_path],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
+    self.assertIn("| RCCA | 41.25 |", proc.stdout)
+    with open(csv_path, encoding="utf-8") as f:
+      self.assertEqual(f.read().splitlines()[3], "SFT,50.0000,,25.0000,,0.7000")
 
   def test_missing_summary_is_a_clear_error(self):
     d = self.create_tempdir().full_path
@@ -299,7 +323,8 @@ TOOLS_APP = _app("Tools", """<p id="key">no key</p><p id="drop">not dropped</p>
 <p id="scroll">not scrolled</p>
 <div id="box" style="position:absolute;left:50px;top:200px;width:60px;height:60px"></div>
 <div style="height:3000px"></div><script>
-addEventListener('keydown', (e) => { document.getElementById('key').textContent = 'key ' + e.key; });
+addEventListener('keydown', (e) => {
+  document.getElementById('key').textContent = 'key ' + e.key; });
 const box = document.getElementById('box'); let drag = null;
 box.addEventListener('mousedown', (e) => { drag = {x: e.clientX, left: box.offsetLeft}; });
 addEventListener('mousemove', (e) => {

@@ -1,7 +1,8 @@
 """ArtifactsBench as its harness runs it: screenshots and a multimodal judge, 0-100.
 
-Per response: the app is extracted as the official harness does (`evaluation/extract.py`);
-a response without one scores 0 and costs no judge request. Otherwise the app is loaded
+Per response: the app is extracted as the official harness does (`evaluation/extract.py`,
+else, as there, the last `<svg>...</svg>` of the answer, shown on a blank page); a
+response without one scores 0 and costs no judge request. Otherwise the app is loaded
 in the contained page session and `screenshots` full-viewport PNGs are taken `interval`
 seconds apart; one chat request carries the question, the checklist, the code and the
 screenshots (`image_url` data URLs). The reply is `{"scores": [{"id", "score"}],
@@ -19,10 +20,12 @@ import re
 from typing import Any, Sequence
 
 from rcca_jax.bench import common
+from rcca_jax.data import bench_common
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import extract as extract_lib
 from rcca_jax.evaluation import judge as judge_lib
 
+_SVG = re.compile(r"<svg[\s>].*?</svg\s*>", re.IGNORECASE | re.DOTALL)
 _OVERALL = re.compile(r"overall[\s_-]*score\W{0,12}?(\d{1,3}(?:\.\d+)?)", re.IGNORECASE)
 METRICS = ("overall", "official_overall")
 
@@ -54,6 +57,18 @@ def checklist(task: tasks_lib.Task) -> list[dict[str, Any]]:
   """The task's checklist: one item per rubric (id, text, max score)."""
   return [{"id": r.id, "text": r.text, "max_score": r.extra.get("max_score", 10)}
           for r in task.rubrics]
+
+
+def app_html(response: str) -> str | None:
+  """The app to render: the extracted HTML app, else the answer's last SVG on a page."""
+  extraction = extract_lib.extract_app(response)
+  if extraction is not None:
+    return extraction.html
+  svgs = _SVG.findall(bench_common.strip_think(response))
+  if not svgs:
+    return None
+  return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8"></head><body>\n'
+          f"{svgs[-1]}\n</body></html>")
 
 
 def build_messages(task: tasks_lib.Task, code: str, png_b64: Sequence[str],
@@ -127,18 +142,18 @@ async def render_request(pages: common.Pages, item: common.Item, *, opts: Option
                          out_dir: str) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
   """The record so far and the judge messages (None: no app, the record is final)."""
   record = item.base_record()
-  extraction = extract_lib.extract_app(item.response)
-  if extraction is None:
+  html = app_html(item.response)
+  if html is None:
     return {**record, "score": 0.0, "status": "no_app", "item_scores": [],
             "screenshots": [], "usage": {}}, None
   async with pages.page() as session:
-    shots = await common.take_screenshots(session, extraction.html, count=opts.screenshots,
+    shots = await common.take_screenshots(session, html, count=opts.screenshots,
                                           interval=opts.interval, out_dir=out_dir,
                                           stem=common.file_stem(item))
   record.update(screenshots=shots.paths)
   if shots.load_error or shots.errors:
     record["render_errors"] = ([shots.load_error] if shots.load_error else []) + shots.errors
-  return record, build_messages(item.task, extraction.html, shots.png_b64, opts)
+  return record, build_messages(item.task, html, shots.png_b64, opts)
 
 
 async def grade(pages: common.Pages, item: common.Item, *, judge: common.ChatJudge,

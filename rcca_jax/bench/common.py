@@ -438,6 +438,8 @@ def summary_markdown(title: str, summary: Mapping[str, Any], metrics: Sequence[s
                                [(g, v["n"], v["reward_mean"], v["pass_rate"])
                                 for g, v in summary[key].items()])]
   parts += ["", "## Counts", "", markdown_table(["status", "n"], summary["counts"].items())]
+  if summary.get("usage"):
+    parts += ["", "## Judge usage", "", markdown_table(["", "n"], summary["usage"].items())]
   return "\n".join(parts) + "\n"
 
 
