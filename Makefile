@@ -73,6 +73,7 @@ bench: install
 	$(PY) benchmarks/localization_accuracy.py --max-apps 10 --per-operator 2
 	$(PY) benchmarks/token_offsets.py
 	$(PY) benchmarks/hang_locator.py
+	$(PY) benchmarks/bench_screenshots.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,8 +1,10 @@
 """The training job: `python -m rcca_jax.main --config=experiments/NAME.py --workdir=DIR`.
 
 `--mode=train` (default) runs SFT then RL, resuming from DIR's latest checkpoint;
-`--mode=eval` evaluates the latest checkpoint on `--tasks` (default: the config's
-eval split) and writes responses, evaluations, a report and a summary under DIR/eval/;
+`--mode=eval` evaluates the latest checkpoint (or `--checkpoint=sft|rl|base`, base = the
+untrained or `init_from_hf` weights) on `--tasks` (default: the config's eval split) and
+writes responses, evaluations, a report and a summary (per family, category and
+difficulty) under DIR/eval/;
 `--mode=plan` compiles the config's steps for its mesh on fake CPU devices and prints
 the per-device memory, the last line one JSON object (`rcca_jax.train.plan`).
 Config fields can be overridden on the command line, e.g. `--config.rl.num_steps=3`.
@@ -25,6 +27,9 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when 
 _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "plan"],
                           "Train, evaluate a checkpoint, or plan memory without devices.")
 _TASKS = flags.DEFINE_string("tasks", None, "--mode=eval: task file (default: config.eval.tasks).")
+_CHECKPOINT = flags.DEFINE_enum(
+    "checkpoint", "latest", ["latest", "sft", "rl", "base"],
+    "--mode=eval: what to evaluate; base = no checkpoint (initial or init_from_hf weights).")
 _PLAN_DEVICES = flags.DEFINE_integer(
     "plan_devices", 0, "--mode=plan: fake devices (default: the product of config.mesh).")
 flags.mark_flags_as_required(["config"])
@@ -69,7 +74,7 @@ def _run(config) -> None:
   if _MODE.value == "train":
     trainer.train()
   else:
-    trainer.evaluate_checkpoint(_TASKS.value)
+    trainer.evaluate_checkpoint(_TASKS.value, checkpoint=_CHECKPOINT.value)
 
 
 def main(argv):

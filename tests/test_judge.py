@@ -14,23 +14,28 @@ from rcca_jax.evaluation.evaluator import Evaluator
 
 
 class FakeServer:
-  """Answers POST /v1/chat/completions with scripted replies (str, or int = HTTP status)."""
+  """Answers POST /v1/chat/completions with scripted replies (str, or int = HTTP status),
+  or with `respond(body)` -> the reply message (an AssertionError in it is answered with
+  HTTP 500 and kept in `failures`)."""
 
   def __init__(self, replies):
-    self.replies = list(replies)
+    self.respond = replies if callable(replies) else None
+    self.replies = [] if callable(replies) else list(replies)
     self.requests = []
+    self.failures = []
     outer = self
 
     class Handler(http.server.BaseHTTPRequestHandler):
       def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         outer.requests.append((self.path, body))
-        reply = outer.replies.pop(0) if outer.replies else "{}"
+        reply = outer.reply(body)
         if isinstance(reply, int):
           self.send_response(reply)
           self.end_headers()
           return
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply}}]})
+        data = json.dumps({"choices": [{"message": {"role": "assistant", **reply}}],
+                           "usage": {"prompt_tokens": 100, "completion_tokens": 10}})
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -42,6 +47,16 @@ class FakeServer:
     self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
     threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+  def reply(self, body):
+    if self.respond is not None:
+      try:
+        return self.respond(body)
+      except AssertionError as e:
+        self.failures.append(str(e))
+        return 500
+    reply = self.replies.pop(0) if self.replies else "{}"
+    return reply if isinstance(reply, int) else {"content": reply}
 
   def close(self):
     self.server.shutdown()

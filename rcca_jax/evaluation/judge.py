@@ -47,7 +47,28 @@ def chat_url(base_url: str) -> str:
   return base + "/chat/completions"
 
 
-def _json_objects(text: str):
+# Errors a chat request can raise: transport, HTTP status, a body that is not the
+# expected JSON shape.
+TRANSPORT_ERRORS = (urllib.error.URLError, OSError, ValueError, KeyError, IndexError,
+                    TypeError)
+
+
+def post_chat(url: str, payload: dict[str, Any], *, timeout: float,
+              api_key: str | None = None) -> dict[str, Any]:
+  """One POST to a chat-completions endpoint; returns the decoded reply body."""
+  headers = {"Content-Type": "application/json"}
+  if api_key:
+    headers["Authorization"] = f"Bearer {api_key}"
+  req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers,
+                               method="POST")
+  with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
+    body = json.loads(resp.read().decode("utf-8", "replace"))
+  if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
+    raise ValueError(f"not a chat-completions reply: {str(body)[:200]}")
+  return body
+
+
+def json_objects(text: str):
   """Candidate JSON objects in `text`: fenced blocks first, then every balanced {...}."""
   for m in re.finditer(r"```(?:json)?\s*(.*?)```", text, re.DOTALL):
     yield m.group(1).strip()
@@ -72,7 +93,7 @@ def _json_objects(text: str):
 
 def parse_verdict(text: str) -> Verdict:
   """The first JSON object in `text` with a boolean `passed`; ungraded if none."""
-  for candidate in _json_objects(text):
+  for candidate in json_objects(text):
     try:
       obj = json.loads(candidate)
     except json.JSONDecodeError:
@@ -114,13 +135,7 @@ class Judge:
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
   def _post(self, payload: dict[str, Any]) -> str:
-    headers = {"Content-Type": "application/json"}
-    if self.api_key:
-      headers["Authorization"] = f"Bearer {self.api_key}"
-    req = urllib.request.Request(self.url, data=json.dumps(payload).encode(), headers=headers,
-                                 method="POST")
-    with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
-      body = json.loads(resp.read().decode("utf-8", "replace"))
+    body = post_chat(self.url, payload, timeout=self.timeout, api_key=self.api_key)
     return body["choices"][0]["message"]["content"] or ""
 
   def grade(self, request: str, rubric_text: str, app: str) -> Verdict:
@@ -131,8 +146,7 @@ class Judge:
     for attempt in range(self.retries + 1):
       try:
         text = self._post(payload)
-      except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError,
-              TypeError) as e:
+      except TRANSPORT_ERRORS as e:
         error = f"{type(e).__name__}: {e}"
         if attempt < self.retries:
           time.sleep(min(0.5 * 2 ** attempt, 4.0))

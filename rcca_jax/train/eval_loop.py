@@ -2,9 +2,9 @@
 
 Greedy (or low-temperature) responses are evaluated in the worker pool; the summary
 has the mean reward, each gate's pass rate, the pass rate (a sample passes when all
-its task's rubrics pass) and the same per family. Writes `responses.jsonl`,
-`evaluations.jsonl`, `summary.json` and `report.html` (the credit view of a few
-samples) into the output directory.
+its task's rubrics pass) and the same per family, category and difficulty. Writes
+`responses.jsonl`, `evaluations.jsonl`, `summary.json` and `report.html` (the credit
+view of a few samples) into the output directory.
 """
 
 from __future__ import annotations
@@ -20,25 +20,42 @@ from rcca_jax.evaluation.grader import Grader
 from rcca_jax.train import rollouts as rollouts_lib
 
 
+# Summary key -> how a task is grouped; flat metric names get `PREFIX/GROUP/` (families
+# keep their bare `FAMILY/` names).
+GROUPINGS = (("families", family_of, ""),
+             ("categories", lambda t: t.category or "unknown", "category/"),
+             ("difficulties", lambda t: t.difficulty or "unknown", "difficulty/"))
+
+
 def summarize(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
-  """Overall and per-family `record_stats`, plus the sample count."""
+  """Overall `record_stats`, the sample count, and the stats per family, category and
+  difficulty (each with its sample count `n`)."""
   summary = rollouts_lib.record_stats([r.record for r in rollouts])
   summary["samples"] = len(rollouts)
-  by_family = collections.defaultdict(list)
-  for r in rollouts:
-    by_family[family_of(r.task)].append(r.record)
-  summary["families"] = {f: rollouts_lib.record_stats(recs)
-                         for f, recs in sorted(by_family.items())}
+  for key, group_of, _ in GROUPINGS:
+    groups = collections.defaultdict(list)
+    for r in rollouts:
+      groups[group_of(r.task)].append(r.record)
+    summary[key] = {g: {**rollouts_lib.record_stats(recs), "n": len(recs)}
+                    for g, recs in sorted(groups.items())}
   return summary
 
 
 def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
-  """The summary as flat metric names (per family: `FAMILY/pass_rate`, ...)."""
-  out = {k: v for k, v in summary.items() if k != "families"}
-  for family, stats in summary["families"].items():
-    for name in ("reward_mean", "gates_pass", "pass_rate"):
-      out[f"{family}/{name}"] = stats[name]
+  """The summary as flat metric names (`FAMILY/pass_rate`, `category/C/pass_rate`,
+  `difficulty/D/pass_rate`, ...)."""
+  keys = [key for key, _, _ in GROUPINGS]
+  out = {k: v for k, v in summary.items() if k not in keys}
+  for key, _, prefix in GROUPINGS:
+    for group, stats in summary[key].items():
+      for name in ("reward_mean", "gates_pass", "pass_rate"):
+        out[f"{prefix}{group}/{name}"] = stats[name]
   return out
+
+
+def headline(summary: dict[str, Any]) -> dict[str, Any]:
+  """The summary without its per-group tables (one printable line)."""
+  return {k: v for k, v in summary.items() if k not in [key for key, _, _ in GROUPINGS]}
 
 
 def write_outputs(out_dir: str, rollouts: Sequence[rollouts_lib.Rollout],

@@ -467,31 +467,40 @@ class Trainer:
     finally:
       self.close()
 
+  def _eval_state(self, which: str) -> tuple[str, train_step.TrainState]:
+    """(stage name, state) to evaluate: "latest" (RL if any, else SFT), "rl", "sft", or
+    "base" (no checkpoint: the initial or `init_from_hf` parameters)."""
+    if which == "base":
+      return "base", self._fresh_state(self.sft.opt_config)
+    stages = {"latest": (self.rl, self.sft), "rl": (self.rl,), "sft": (self.sft,)}[which]
+    for stage in stages:
+      if stage.checkpointer.latest_step() is not None:
+        return stage.name, self._restore(stage)[0]
+    what = "" if which == "latest" else f"{which} "
+    raise FileNotFoundError(f"no {what}checkpoint under {self.workdir}/checkpoints")
+
   def evaluate_checkpoint(self, tasks_path: Optional[str] = None,
-                          out_name: Optional[str] = None) -> dict[str, Any]:
-    """Evaluates the latest checkpoint (RL if any, else SFT) on a task file; writes
-    responses, evaluations, report and summary under DIR/eval/OUT_NAME/."""
+                          out_name: Optional[str] = None,
+                          checkpoint: str = "latest") -> dict[str, Any]:
+    """Evaluates `checkpoint` (see `_eval_state`; "base" gives the base-model row) on a
+    task file; writes responses, evaluations, report and summary under
+    DIR/eval/OUT_NAME/."""
     self.open()
     try:
-      for stage in (self.rl, self.sft):
-        if stage.checkpointer.latest_step() is not None:
-          state, _ = self._restore(stage)
-          break
-      else:
-        raise FileNotFoundError(f"no checkpoint under {self.workdir}/checkpoints")
+      stage_name, state = self._eval_state(checkpoint)
       e = self.config.eval
       tasks = (select_tasks(tasks_path, limit=e.num_tasks) if tasks_path
                else self.dev_tasks())
       step = int(jax.device_get(state.step))
-      name = out_name or f"{stage.name}_{step:06d}_{pathlib.Path(tasks_path or e.tasks).stem}"
+      name = out_name or f"{stage_name}_{step:06d}_{pathlib.Path(tasks_path or e.tasks).stem}"
       summary = eval_loop.run_eval(
           self._sampler(state), self.tokenizer, tasks, self.pool(),
           out_dir=os.path.join(self.workdir, "eval", name),
           max_new_tokens=e.max_new_tokens, temperature=e.temperature,
           samples_per_task=e.samples_per_task, seed=self.config.seed,
-          num_reports=e.num_reports, title=f"{stage.name} step {step}",
+          num_reports=e.num_reports, title=f"{stage_name} step {step}",
           weights=self.credit_weights)
-      print(json.dumps({k: v for k, v in summary.items() if k != "families"}))
+      print(json.dumps(eval_loop.headline(summary)))
       return summary
     finally:
       self.close()

@@ -1,0 +1,64 @@
+"""Evaluation rows: summaries per family, category and difficulty, and the base-model
+row of `--mode=eval` (no checkpoint)."""
+
+import os
+import types
+
+import pytest
+from absl.testing import absltest
+
+from rcca_jax.train import eval_loop
+import test_trainer_seams as seams
+
+
+def _rollout(task_id, category, difficulty, passed):
+  task = types.SimpleNamespace(id=task_id, category=category, difficulty=difficulty,
+                               extra={})
+  record = {"reward": 1.0 if passed else 0.2,
+            "gates": {"format": True, "source": True, "runtime": True},
+            "rubrics": [{"id": "r1", "passed": passed}]}
+  return types.SimpleNamespace(task=task, record=record)
+
+
+class SummaryRowsTest(absltest.TestCase):
+
+  def test_groups_by_family_category_and_difficulty(self):
+    rollouts = [_rollout("counter-1", "Tools", "easy", True),
+                _rollout("counter-2", "Tools", "hard", False),
+                _rollout("snake-1", "Games", None, True)]
+    summary = eval_loop.summarize(rollouts)
+    self.assertEqual({k: v["n"] for k, v in summary["families"].items()},
+                     {"counter": 2, "snake": 1})
+    self.assertEqual({k: v["pass_rate"] for k, v in summary["categories"].items()},
+                     {"Games": 1.0, "Tools": 0.5})
+    self.assertEqual({k: v["pass_rate"] for k, v in summary["difficulties"].items()},
+                     {"easy": 1.0, "hard": 0.0, "unknown": 1.0})
+    flat = eval_loop.flat_metrics(summary)
+    self.assertEqual((flat["counter/pass_rate"], flat["category/Tools/pass_rate"],
+                      flat["difficulty/hard/pass_rate"]), (0.5, 0.5, 0.0))
+    self.assertNotIn("categories", eval_loop.headline(summary))
+    self.assertAlmostEqual(eval_loop.headline(summary)["pass_rate"], 2 / 3)
+
+
+@pytest.mark.slow
+class BaseModelRowTest(absltest.TestCase):
+
+  def test_eval_mode_evaluates_the_base_model_without_checkpoint(self):
+    from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
+    workdir = self.create_tempdir().full_path
+    config = seams._config()  # pylint: disable=protected-access
+    config.eval.update(num_tasks=2, max_new_tokens=4)
+    with trainer_lib.Trainer(config, workdir, mode="eval",
+                             grader=seams.FakeGrader()) as trainer:
+      with self.assertRaisesRegex(FileNotFoundError, "no checkpoint"):
+        trainer.evaluate_checkpoint("data/tasks/dev.jsonl")
+      summary = trainer.evaluate_checkpoint("data/tasks/dev.jsonl", checkpoint="base")
+    self.assertEqual(summary["samples"], 2)
+    self.assertIn("categories", summary)
+    self.assertIn("difficulties", summary)
+    self.assertTrue(os.path.isfile(os.path.join(workdir, "eval", "base_000000_dev",
+                                                "summary.json")))
+
+
+if __name__ == "__main__":
+  absltest.main()
