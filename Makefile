@@ -6,6 +6,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BROWSER_STAMP := $(VENV)/.browser
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist); each test module runs whole in one of them, so a
+# module's shared set-up (browser, compiled steps, checkpoints) is made once.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: install browser demo eval-demo test test-slow test-all corpus bench clean
 WORKDIR ?= /tmp/rcca_tiny
@@ -52,13 +56,13 @@ eval-demo: install
 	$(PY) -m rcca_jax.demo
 
 test: install
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 test-slow: install
-	$(PY) -m pytest -q -m "slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "slow" $(XDIST) $(PYTEST_ARGS)
 
 test-all: install
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # Regenerate data/tasks and data/tokenizer deterministically from seed 0.
 corpus: install

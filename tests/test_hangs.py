@@ -93,8 +93,8 @@ class HangInBrowserTest(parameterized.TestCase):
       self.assertTrue(issue["evidence"]["stack"])
       self.assertEqual([response[s:e] for s, e in issue["direct"]], [loop])
 
-  @pytest.mark.slow
   @parameterized.product(locator=("debugger", "profiler"), where=("handler", "load"))
+  @pytest.mark.slow  # below the parameterization, so that every generated test keeps it
   def test_other_locators(self, locator, where):
     extra, loop = {"handler": ("", "while (i < k)"), "load": (
         "for (let j = 0; j < 5; j--) { n = j; }", "for (let j = 0; j < 5; j--)")}[where]

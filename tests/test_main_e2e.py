@@ -3,8 +3,8 @@
 Runs the real job in subprocesses (real tokenizer, model, orbax, Chromium pool),
 then checks metrics.jsonl, checkpoints and resume: a re-run with more RL steps
 continues without repeating SFT or any step, and a run killed with SIGKILL in the
-middle of RL resumes at the next step. A shared persistent JAX compilation cache
-keeps the re-runs from compiling again.
+middle of RL resumes at the next step. The tests' persistent JAX compilation cache
+(conftest.py) keeps the re-runs from compiling again.
 """
 
 import json
@@ -45,10 +45,8 @@ SHRINK = [
 
 
 def _run(workdir, *extra, wait=True):
-  env = dict(os.environ, JAX_PLATFORMS="cpu", TOKENIZERS_PARALLELISM="false",
-             JAX_COMPILATION_CACHE_DIR=os.path.join(os.path.dirname(workdir), "jax_cache"),
-             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-             JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+  # The environment carries the tests' persistent compilation cache (conftest.py).
+  env = dict(os.environ, JAX_PLATFORMS="cpu", TOKENIZERS_PARALLELISM="false")
   cmd = [sys.executable, "-m", "rcca_jax.main", "--config=experiments/tiny_cpu.py",
          f"--workdir={workdir}", *SHRINK, *extra]
   if not wait:

@@ -71,10 +71,10 @@ class AccumulationTest(parameterized.TestCase):
   def test_four_micro_batches_seq_mean_token_mean(self):
     self._check(losses.preset("rcca"), 4)
 
-  @pytest.mark.slow
   @parameterized.parameters(
       (dict(aggregation="token-mean", kl_beta=0.05),),
       (dict(aggregation="seq-mean-token-sum"),))
+  @pytest.mark.slow  # below the parameterization, so that every generated test keeps it
   def test_two_micro_batches_other_aggregations(self, overrides):
     self._check(losses.preset("rcca", **overrides), 2)
 

@@ -276,17 +276,22 @@ class Trainer:
                                      per_family=e.per_family, limit=e.num_tasks)
     return self._dev_tasks
 
-  def evaluate(self, state, after: str, step: int) -> dict[str, Any]:
-    """Dev evaluation; logs an `eval` row and writes DIR/eval/AFTER_STEP/."""
+  def _run_eval(self, state, tasks: list, name: str, title: str) -> dict[str, Any]:
+    """The one evaluation path (dev evaluation and `--mode=eval`): samples `tasks` with
+    the `eval` settings, grades them and writes DIR/eval/NAME/."""
     e = self.config.eval
-    t0 = time.time()
-    summary = eval_loop.run_eval(
-        self._sampler(state), self.tokenizer, self.dev_tasks(), self.pool(),
-        out_dir=os.path.join(self.workdir, "eval", f"{after}_{step:06d}"),
+    return eval_loop.run_eval(
+        self._sampler(state), self.tokenizer, tasks, self.pool(),
+        out_dir=os.path.join(self.workdir, "eval", name),
         max_new_tokens=e.max_new_tokens, temperature=e.temperature,
         samples_per_task=e.samples_per_task, seed=self.config.seed,
-        num_reports=e.num_reports, title=f"after {after} step {step}",
-        weights=self.credit_weights)
+        num_reports=e.num_reports, title=title, weights=self.credit_weights)
+
+  def evaluate(self, state, after: str, step: int) -> dict[str, Any]:
+    """Dev evaluation; logs an `eval` row and writes DIR/eval/AFTER_STEP/."""
+    t0 = time.time()
+    summary = self._run_eval(state, self.dev_tasks(), f"{after}_{step:06d}",
+                             f"after {after} step {step}")
     row = eval_loop.flat_metrics(summary)
     row.update(after=after, eval_s=time.time() - t0)
     self.metrics.write("eval", step, row)
@@ -493,13 +498,7 @@ class Trainer:
                else self.dev_tasks())
       step = int(jax.device_get(state.step))
       name = out_name or f"{stage_name}_{step:06d}_{pathlib.Path(tasks_path or e.tasks).stem}"
-      summary = eval_loop.run_eval(
-          self._sampler(state), self.tokenizer, tasks, self.pool(),
-          out_dir=os.path.join(self.workdir, "eval", name),
-          max_new_tokens=e.max_new_tokens, temperature=e.temperature,
-          samples_per_task=e.samples_per_task, seed=self.config.seed,
-          num_reports=e.num_reports, title=f"{stage_name} step {step}",
-          weights=self.credit_weights)
+      summary = self._run_eval(state, tasks, name, f"{stage_name} step {step}")
       print(json.dumps(eval_loop.headline(summary)))
       return summary
     finally:
