@@ -4,9 +4,12 @@ and the rollouts sampled ahead kept across a resume (fakes, no model)."""
 import os
 import threading
 
+import pytest
 from absl.testing import absltest
 
 from rcca_jax.train import overlap
+from rcca_jax.train import trainer as trainer_lib
+from test_trainer_seams import FakeGrader, _config
 
 
 class _Fakes:
@@ -80,6 +83,50 @@ class RolloutSourceTest(absltest.TestCase):
                                    ahead_dir=self.create_tempdir().full_path)
     with self.assertRaisesRegex(RuntimeError, "grader down"):
       source.get("policy0", 0)
+
+
+class _FailingGrader(FakeGrader):
+  """A `FakeGrader` whose `fail_on`-th run raises (the job dies mid-RL)."""
+
+  def __init__(self, fail_on: int):
+    super().__init__()
+    self.fail_on = fail_on
+
+  def run(self, jobs, progress=None):
+    if self.calls + 1 == self.fail_on:
+      raise RuntimeError("grader lost")
+    return super().run(jobs, progress)
+
+
+@pytest.mark.slow
+class OverlapTrainerTest(absltest.TestCase):
+  """The trainer with `rl.overlap_steps=1`: a run that dies in step 3 and resumes
+  trains step 3 on the rollouts the uninterrupted run used (same loss)."""
+
+  def _config(self):
+    config = _config()
+    config.rl.update(num_steps=3, overlap_steps=1, num_iterations=1, mini_batches=1,
+                     recompute_old_logprobs=False)
+    config.rl.loss.kl_beta = 0.0
+    return config
+
+  def test_resume_trains_on_the_rollouts_sampled_ahead(self):
+    whole = self.create_tempdir().full_path
+    with trainer_lib.Trainer(self._config(), whole, grader=FakeGrader()) as trainer:
+      trainer.train()
+    split = self.create_tempdir().full_path
+    with trainer_lib.Trainer(self._config(), split, grader=_FailingGrader(3)) as trainer:
+      with self.assertRaisesRegex(RuntimeError, "grader lost"):
+        trainer.train()
+    self.assertTrue(os.listdir(os.path.join(split, "checkpoints", "rl_ahead")))
+    with trainer_lib.Trainer(self._config(), split, grader=FakeGrader()) as trainer:
+      trainer.train()
+    rows = {d: [r for r in trainer_lib.logging_lib.read_rows(d) if r["stage"] == "rl"]
+            for d in (whole, split)}
+    self.assertEqual([r["step"] for r in rows[split]], [1, 2, 3])
+    for a, b in zip(rows[whole], rows[split]):
+      self.assertEqual(a["loss"], b["loss"], (a["step"], a["loss"], b["loss"]))
+      self.assertEqual(a["response_len"], b["response_len"])
 
 
 if __name__ == "__main__":
