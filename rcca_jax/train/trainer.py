@@ -15,6 +15,9 @@ are written again, so no step appears twice in `metrics.jsonl`.
 
 Sampling seeds derive from the checkpointed PRNG key and the step, and prompt order
 from the seed and the data position, so a resumed run continues the same sequence.
+Several processes run one job through the hooks of `parallel.multihost` (each samples
+and grades its share of the prompts); `rl.overlap_steps=1` samples a step ahead while
+grading (`train.overlap`).
 """
 
 from __future__ import annotations
