@@ -71,6 +71,8 @@ corpus: install
 # Performance scripts; each prints ratios against a baseline measured in the same run.
 bench: install
 	$(PY) benchmarks/evaluator_throughput.py --apps 20
+	$(PY) benchmarks/evaluator_throughput.py --apps 20 --backend ray
+	$(PY) benchmarks/overlap_step_time.py
 	$(PY) benchmarks/model_forward.py
 	$(PY) benchmarks/sampler_throughput.py
 	$(PY) benchmarks/train_step.py

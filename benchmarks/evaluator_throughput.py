@@ -2,6 +2,7 @@
 
   .venv/bin/python benchmarks/evaluator_throughput.py [--apps 20] [--workers 2] [--profile]
   .venv/bin/python benchmarks/evaluator_throughput.py --hang-locators none debugger [--rounds 3]
+  .venv/bin/python benchmarks/evaluator_throughput.py --backend ray [--workers 2] [--rounds 3]
 
 Apps: the reference apps of data/examples (5 rubrics each), repeated to `--apps`.
 - evaluator: `EvalPool` with N workers (warm: workers started before timing; the cold
@@ -13,7 +14,9 @@ Apps: the reference apps of data/examples (5 rubrics each), repeated to `--apps`
 Prints apps/s for each and the ratio evaluator / naive (target >= 5x on 2 cores).
 `--hang-locators none debugger` instead compares the warm evaluator's apps/s under each
 `EvalConfig.hang_locator` (rounds interleaved; these apps do not hang: the cost of being
-ready to locate a hang). `--profile` instead runs one evaluator in this process and prints, per app, the calls to
+ready to locate a hang). `--backend ray` instead compares the warm apps/s of the process
+pool and of Ray actors (`RayPool`, on a local Ray instance) at the same number of workers,
+rounds interleaved (target: Ray within 15% of the pool). `--profile` instead runs one evaluator in this process and prints, per app, the calls to
 and events from the Playwright driver (each crosses Python, the driver and Chromium) and
 the CPU time of each process kind (Linux /proc; processes that exit meanwhile are missed).
 """
@@ -30,13 +33,14 @@ import re
 import statistics
 import time
 
+from rcca_jax.base.dsl import parse_check
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import browser
+from rcca_jax.evaluation import grader as grader_lib
 from rcca_jax.evaluation.config import HANG_LOCATORS, EvalConfig
 from rcca_jax.evaluation.evaluator import Evaluator
 from rcca_jax.evaluation.page_session import PageSession
-from rcca_jax.evaluation.pool import EvalPool, Job, descendants
-from rcca_jax.base.dsl import parse_check
+from rcca_jax.evaluation.pool import Job, descendants
 from rcca_jax.evaluation.rubric_runner import RubricRunner, is_readonly
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "data" / "examples"
@@ -173,17 +177,40 @@ def naive(apps, workers: int) -> tuple[float, list[int]]:
 
 
 # -- this evaluator ----------------------------------------------------------------------
-def evaluator(apps, workers: int, config: EvalConfig | None = None
+def evaluator(apps, workers: int, config: EvalConfig | None = None, backend: str = "pool"
               ) -> tuple[float, float, list[dict]]:
   cold_start = time.monotonic()
-  with EvalPool(config or EvalConfig(), workers=workers) as pool:
+  pool = grader_lib.make_grader(config or EvalConfig(), workers=workers, backend=backend)
+  try:
     list(pool.run([Job(t, f"```html\n{t.reference}\n```", 0) for t in apps[:workers]]))
     cold = time.monotonic() - cold_start
     start = time.monotonic()
     records = list(pool.run([Job(t, f"```html\n{t.reference}\n```", i)
                              for i, t in enumerate(apps)]))
     seconds = time.monotonic() - start
+  finally:
+    pool.close()
   return seconds, cold + seconds, records
+
+
+def backend_cost(apps, workers: int, rounds: int) -> None:
+  """Warm apps/s of the process pool and of Ray actors, rounds interleaved (one local
+  Ray instance for all rounds), and the ratio Ray / pool."""
+  import ray  # pylint: disable=import-outside-toplevel
+  ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+  rates: dict[str, list[float]] = {"pool": [], "ray": []}
+  try:
+    for _ in range(rounds):
+      for backend in rates:
+        seconds, cold, _ = evaluator(apps, workers, backend=backend)
+        rates[backend].append(len(apps) / seconds)
+        print(f"{backend:<4}: {len(apps) / seconds:6.2f} apps/s warm "
+              f"({cold - seconds:.1f}s start-up)", flush=True)
+  finally:
+    ray.shutdown()
+  pool, remote = (statistics.median(rates[k]) for k in ("pool", "ray"))
+  print(f"median of {rounds}: pool {pool:.2f} apps/s, ray {remote:.2f} apps/s, "
+        f"ray / pool {remote / pool:.3f} (target >= 0.85)")
 
 
 def empty_page_floor(n: int = 40) -> float:
@@ -321,7 +348,10 @@ def main() -> None:
   parser.add_argument("--hang-locators", nargs="+", choices=HANG_LOCATORS,
                       help="instead, compare the evaluator's apps/s under these settings "
                            "(the first is the baseline)")
-  parser.add_argument("--rounds", type=int, default=3, help="with --hang-locators")
+  parser.add_argument("--rounds", type=int, default=3,
+                      help="with --hang-locators or --backend")
+  parser.add_argument("--backend", choices=["ray"],
+                      help="instead, compare the process pool with this backend")
   args = parser.parse_args()
   apps = _apps(args.apps)
   if args.profile:
@@ -329,6 +359,9 @@ def main() -> None:
     return
   if args.hang_locators:
     hang_locator_cost(apps, args.workers, args.hang_locators, args.rounds)
+    return
+  if args.backend:
+    backend_cost(apps, args.workers, args.rounds)
     return
   rubrics = sum(len(t.rubrics) for t in apps) / len(apps)
   loads = sum(_loads_per_app(t) for t in apps) / len(apps)

@@ -96,6 +96,9 @@ def get_config() -> ml_collections.ConfigDict:
       mini_batches=1,
       recompute_old_logprobs=False,
       reference="",  # KL reference (kl_beta > 0): "" = the SFT result, or a checkpoint
+      # 1: sample step n+1 (with step n's policy) while step n is graded; one step
+      # off-policy (train/overlap.py).
+      overlap_steps=0,
       optimizer=dict(learning_rate=2e-4, warmup_steps=0, end_lr_ratio=1.0,
                      weight_decay=0.0, max_grad_norm=1.0),
       loss=dict(aggregation="seq-mean-token-mean", eps_low=0.2, eps_high=0.2,
@@ -112,6 +115,8 @@ def get_config() -> ml_collections.ConfigDict:
       temperature=0.0,
       max_new_tokens=352,
       workers=2,
+      backend="pool",  # "pool": processes on this host; "ray": Ray actors (ray_address)
+      ray_address="",  # "": a local Ray instance; else e.g. "ray://head:10001"
       num_reports=3,
       evaluator=dict(response_deadline=30.0, load_timeout=5.0, rubric_timeout=10.0),
   ))

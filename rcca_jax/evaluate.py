@@ -2,6 +2,10 @@
 
   python -m rcca_jax.evaluate --tasks T --responses R --out O [--workers N]
       [--judge-url U --judge-model M] [--no-localize] [--config EVAL.json]
+      [--backend=pool|ray [--ray-address=ADDR]]
+
+`--backend=ray` grades on Ray actors (`evaluation.ray_pool`): on the cluster at
+`--ray-address`, or on a Ray instance started here and stopped at the end.
 
 Writes one JSON record per response line of R, in order; prints a one-line summary;
 exits 0 when every response got a record, 2 when the task file does not validate.
@@ -19,7 +23,8 @@ from rcca_jax.data import responses as responses_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import evaluator as evaluator_lib
 from rcca_jax.evaluation.config import EvalConfig
-from rcca_jax.evaluation.pool import EvalPool, Job
+from rcca_jax.evaluation import grader as grader_lib
+from rcca_jax.evaluation.pool import Job
 
 LOCALIZE = "rcca_jax.credit.localize:localize_record"
 
@@ -76,17 +81,22 @@ class Summary:
 
 def evaluate_files(tasks_path: str, responses_path: str, out_path: str, *,
                    config: EvalConfig, workers: int = 1, post_process: str | None = None,
-                   progress: bool | None = None) -> Summary:
+                   progress: bool | None = None, backend: str = "pool",
+                   ray_address: str | None = None) -> Summary:
   """Runs the whole evaluation; raises TaskFileError when the task file is malformed."""
   tasks = tasks_lib.load_tasks(tasks_path)
   jobs = make_jobs(tasks, responses_lib.load_responses(responses_path))
   summary = Summary()
-  with EvalPool(config, workers=workers, post_process=post_process) as pool, \
-      open(out_path, "w", encoding="utf-8") as out:
-    for record in pool.run(jobs, progress=progress):
-      out.write(json.dumps(record, ensure_ascii=False) + "\n")
-      out.flush()
-      summary.add(record)
+  pool = grader_lib.make_grader(config, workers=workers, post_process=post_process,
+                                backend=backend, ray_address=ray_address)
+  try:
+    with open(out_path, "w", encoding="utf-8") as out:
+      for record in pool.run(jobs, progress=progress):
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        out.flush()
+        summary.add(record)
+  finally:
+    pool.close()
   return summary
 
 
@@ -103,9 +113,15 @@ def main(argv: list[str] | None = None) -> int:
                       help=f"skip credit localization ({LOCALIZE})")
   parser.add_argument("--config", default=None, help="JSON file of EvalConfig overrides")
   parser.add_argument("--progress", action="store_true", help="always show a progress bar")
+  parser.add_argument("--backend", choices=grader_lib.BACKENDS, default="pool",
+                      help="grade in local processes or on Ray actors")
+  parser.add_argument("--ray-address", default=None,
+                      help="--backend=ray: the cluster (default: a local Ray instance)")
   args = parser.parse_args(argv)
   if bool(args.judge_url) != bool(args.judge_model):
     parser.error("--judge-url and --judge-model go together")
+  if args.ray_address and args.backend != "ray":
+    parser.error("--ray-address needs --backend=ray")
   overrides = {}
   if args.config:
     with open(args.config, encoding="utf-8") as f:
@@ -121,14 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     summary = evaluate_files(args.tasks, args.responses, args.out, config=config,
                              workers=args.workers,
                              post_process=None if args.no_localize else LOCALIZE,
-                             progress=True if args.progress else None)
+                             progress=True if args.progress else None,
+                             backend=args.backend, ray_address=args.ray_address)
   except tasks_lib.TaskFileError as e:
     for err in e.errors:
       print(err, file=sys.stderr)
     print(f"{args.tasks}: {len(e.errors)} error(s); nothing was evaluated", file=sys.stderr)
     return 2
   except ImportError as e:
-    print(f"error: {e} (run with --no-localize to skip it)", file=sys.stderr)
+    hint = " (run with --no-localize to skip it)" if "post-process" in str(e) else ""
+    print(f"error: {e}{hint}", file=sys.stderr)
     return 2
   except OSError as e:
     print(f"error: {e}", file=sys.stderr)

@@ -8,6 +8,9 @@ difficulty) under DIR/eval/;
 `--mode=plan` compiles the config's steps for its mesh on fake CPU devices and prints
 the per-device memory, the last line one JSON object (`rcca_jax.train.plan`).
 Config fields can be overridden on the command line, e.g. `--config.rl.num_steps=3`.
+Several processes (hosts) run one job with `--coordinator_address=HOST:PORT
+--num_processes=N --process_id=I` on each (`rcca_jax.parallel.multihost`; absent,
+JAX detects TPU/GPU/Slurm clusters itself).
 The config is checked before any work: an invalid one exits with status 2 and one
 message naming every bad field.
 """
@@ -32,17 +35,12 @@ _CHECKPOINT = flags.DEFINE_enum(
     "--mode=eval: what to evaluate; base = no checkpoint (initial or init_from_hf weights).")
 _PLAN_DEVICES = flags.DEFINE_integer(
     "plan_devices", 0, "--mode=plan: fake devices (default: the product of config.mesh).")
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "Multi-process: HOST:PORT of process 0's coordinator "
+    "(absent: JAX's automatic detection on TPU/GPU clusters, else one process).")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Multi-process: processes.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-process: this one's index.")
 flags.mark_flags_as_required(["config"])
-
-# Set by multi-host launchers (jax.distributed.initialize reads them itself).
-_MULTI_HOST_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "MEGASCALE_COORDINATOR_ADDRESS")
-
-
-def _multi_host() -> bool:
-  if any(os.environ.get(name) for name in _MULTI_HOST_ENV):
-    return True
-  hosts = os.environ.get("TPU_WORKER_HOSTNAMES", "")
-  return "," in hosts or int(os.environ.get("SLURM_NTASKS", "1")) > 1
 
 
 def _fake_devices(config) -> None:
@@ -65,8 +63,8 @@ def _run(config) -> None:
   if not _WORKDIR.value:
     raise app.UsageError(f"--workdir is required with --mode={_MODE.value}")
   import jax  # pylint: disable=import-outside-toplevel
-  if _multi_host():
-    jax.distributed.initialize()
+  from rcca_jax.parallel import multihost  # pylint: disable=import-outside-toplevel
+  multihost.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
   logging.info("JAX process %d/%d, %d devices", jax.process_index(), jax.process_count(),
                jax.device_count())

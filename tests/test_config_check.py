@@ -69,6 +69,26 @@ class ConfigCheckTest(absltest.TestCase):
     self.assertIn("mesh: mesh", config_check.problems(config, num_devices=256,
                                                      mode="plan")[0])
 
+  def test_overlap_backend_and_processes(self):
+    config = tiny_cpu.get_config()
+    config.rl.overlap_steps = 2
+    config.eval.backend = "threads"
+    config.eval.ray_address = "head:6379"
+    config.rl.prompts_per_step = 3
+    text = "\n".join(config_check.problems(config, num_devices=4, num_processes=2))
+    for message in ("rl.overlap_steps=2 must be 0 or 1", "eval.backend='threads'",
+                    "eval.ray_address='head:6379' needs eval.backend='ray'",
+                    "rl.prompts_per_step=3 is not divisible by the 2 processes"):
+      self.assertIn(message, text)
+    config = tiny_cpu.get_config()
+    config.rl.overlap_steps = 1
+    config.rl.recompute_old_logprobs = True
+    self.assertIn("rl.overlap_steps=1 with rl.recompute_old_logprobs=True",
+                  "\n".join(config_check.problems(config, num_devices=1)))
+    config.rl.recompute_old_logprobs = False
+    config.eval.backend, config.eval.ray_address = "ray", "ray://head:10001"
+    self.assertEqual(config_check.problems(config, num_devices=4, num_processes=2), [])
+
   def test_reference_checks(self):
     config = tiny_cpu.get_config()
     config.rl.reference = "/no/such/checkpoint"

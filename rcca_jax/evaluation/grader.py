@@ -1,8 +1,9 @@
 """The `Grader` interface between the trainer and whatever grades responses.
 
 The trainer and the evaluation loop only call `run`, read `stats` and `close`.
-`EvalPool` (browser workers in processes, a deadline per response) implements it; a
-remote pool (Ray, a grading service) fits by implementing the same three members.
+`EvalPool` (browser workers in processes, a deadline per response) and `RayPool`
+(the same workers as Ray actors, on a cluster) implement it; `make_grader` builds either
+by backend name. A grading service fits by implementing the same three members.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from rcca_jax.evaluation.pool import Job
+from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.pool import EvalPool, Job
+
+BACKENDS = ("pool", "ray")
 
 
 @runtime_checkable
@@ -25,3 +29,16 @@ class Grader(Protocol):
 
   def close(self) -> None:
     """Frees workers; a later `run` starts them again."""
+
+
+def make_grader(config: EvalConfig, *, workers: int = 1, post_process: str | None = None,
+                backend: str = "pool", ray_address: str | None = None) -> Grader:
+  """A process pool (`backend="pool"`) or Ray actors (`"ray"`, on `ray_address` or a
+  local Ray instance) of `workers` browsers."""
+  if backend == "pool":
+    return EvalPool(config, workers=workers, post_process=post_process)
+  if backend == "ray":
+    from rcca_jax.evaluation import ray_pool  # pylint: disable=import-outside-toplevel
+    return ray_pool.RayPool(config, workers=workers, post_process=post_process,
+                            address=ray_address or None)
+  raise ValueError(f"grading backend must be one of {BACKENDS}, not {backend!r}")

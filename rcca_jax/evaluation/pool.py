@@ -73,6 +73,31 @@ def descendants(pid: int) -> list[int]:
   return out
 
 
+def in_input_order(total: int, results: dict[int, dict], advance: Callable[[], int],
+                   progress: bool | None, desc: str) -> Iterator[dict]:
+  """Yields `results[0]`, ..., `results[total - 1]` as each arrives, calling `advance()`
+  (which fills `results`, returning how many it added) while the next one is missing;
+  a progress bar when asked (default: 50 jobs or more on a terminal)."""
+  bar = None
+  if progress or (progress is None and total >= 50 and sys.stderr.isatty()):
+    from tqdm import tqdm  # pylint: disable=import-outside-toplevel
+    bar = tqdm(total=total, desc=desc, unit="app", file=sys.stderr)
+    bar.update(len(results))
+  next_out = 0
+  try:
+    while next_out < total:
+      while next_out in results:
+        yield results.pop(next_out)
+        next_out += 1
+      if next_out < total:
+        done = advance()
+        if bar is not None and done:
+          bar.update(done)
+  finally:
+    if bar is not None:
+      bar.close()
+
+
 @dataclasses.dataclass(frozen=True)
 class Job:
   """One response to evaluate; `task` is a tasks.Task."""
@@ -91,6 +116,16 @@ def _apply_post_process(fn, record: dict, response: str) -> dict:
     record = dict(record)
     record["post_process_error"] = f"{type(e).__name__}: {e}"
     return record
+
+
+def failed_record(job: Job, reason: str, config: EvalConfig,
+                  post_fn: Callable[[dict, str], dict] | None) -> dict:
+  """The record of a response whose grading never finished: format/source computed
+  here, runtime failed with `reason`, then the post-process."""
+  from rcca_jax.evaluation import evaluator as evaluator_lib  # pylint: disable=import-outside-toplevel
+  record = evaluator_lib.static_record(job.task, job.response, job.sample_id, reason,
+                                       config).to_json()
+  return _apply_post_process(post_fn, record, job.response)
 
 
 def _worker_main(conn, config: EvalConfig, post_process: str | None, max_jobs: int) -> None:
@@ -226,10 +261,7 @@ class EvalPool:
     self._workers = []
 
   def _timeout_record(self, job: Job, reason: str) -> dict:
-    from rcca_jax.evaluation import evaluator as evaluator_lib  # pylint: disable=import-outside-toplevel
-    record = evaluator_lib.static_record(job.task, job.response, job.sample_id, reason,
-                                         self.config).to_json()
-    return _apply_post_process(self._post_fn, record, job.response)
+    return failed_record(job, reason, self.config, self._post_fn)
 
   def run(self, jobs: Iterable[Job | dict], progress: bool | None = None) -> Iterator[dict]:
     """Yields one record dict per job, in input order. A dict job is passed through."""
@@ -240,28 +272,14 @@ class EvalPool:
       if not isinstance(j, Job):
         results[i] = j
     pending.reverse()  # pop() from the end = input order
-    bar = None
-    if progress or (progress is None and len(jobs) >= 50 and sys.stderr.isatty()):
-      from tqdm import tqdm  # pylint: disable=import-outside-toplevel
-      bar = tqdm(total=len(jobs), desc="evaluating", unit="app", file=sys.stderr)
-      bar.update(len(results))
-    next_out = 0
     while len(self._workers) < min(self.num_workers, len(pending)):
       self._spawn()
-    try:
-      while next_out < len(jobs):
-        while next_out in results:
-          yield results.pop(next_out)
-          next_out += 1
-        if next_out >= len(jobs):
-          break
-        self._dispatch(jobs, pending)
-        done = self._collect(jobs, results, pending)
-        if bar is not None and done:
-          bar.update(done)
-    finally:
-      if bar is not None:
-        bar.close()
+
+    def advance() -> int:
+      self._dispatch(jobs, pending)
+      return self._collect(jobs, results, pending)
+
+    yield from in_input_order(len(jobs), results, advance, progress, "evaluating")
 
   def _dispatch(self, jobs: list, pending: list[int]) -> None:
     for w in list(self._workers):

@@ -97,6 +97,11 @@ def logical_to_spec(axes: Sequence[str | None], mesh_axis_names: Sequence[str],
   return PartitionSpec(*out)
 
 
+def batch_partition_spec(mesh: jax.sharding.Mesh) -> PartitionSpec:
+  """Leading (batch) dimension over the mesh's data-parallel axes."""
+  return logical_to_spec(("batch",), mesh.axis_names, dict(mesh.shape))
+
+
 def _names(entry: MeshAxes) -> tuple[str, ...]:
   """The mesh axis names of one PartitionSpec entry."""
   return (entry,) if isinstance(entry, str) else tuple(entry or ())

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from rcca_jax.parallel import partitioning
+from rcca_jax.parallel.partitioning import batch_partition_spec
 from rcca_jax.rl import grpo
 from rcca_jax.rl import optim
 # The step's building blocks live in their own modules; their names are re-exported
@@ -208,11 +208,6 @@ def abstract_state(fmodel: FunctionalModel, opt_config: optim.OptimizerConfig,
     shardings = jax.tree.map(lambda _: device, shapes)
   return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
                       shapes, shardings)
-
-
-def batch_partition_spec(mesh: Mesh) -> PartitionSpec:
-  """Leading (batch) dimension over the mesh's data-parallel axes."""
-  return partitioning.logical_to_spec(("batch",), mesh.axis_names, dict(mesh.shape))
 
 
 def state_shardings(fmodel: FunctionalModel, opt_config: optim.OptimizerConfig,

@@ -9,8 +9,10 @@ its field names), the mesh against the device count, that every batch splits ove
 micro-batches (and RL mini-batches) and then over the mesh's batch axis, loss /
 optimizer / evaluator / model sections that their classes accept, the RL temperature
 rule, token budgets against `model.max_position_embeddings`, a usable KL reference,
-and (train mode) the files the job reads. Prompts longer than `rl.max_prompt_len`
-need the tokenizer and are checked when the tasks are loaded (`train.prompts`).
+overlap (0 or 1, not with recomputed old log-probs), the grading backend, prompts
+that split over the job's processes, and (train mode) the files the job reads. Prompts
+longer than `rl.max_prompt_len` need the tokenizer and are checked when the tasks are
+loaded (`train.prompts`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import ml_collections
 from rcca_jax.credit import controlled
 from rcca_jax.data.selection import resolve_path
 from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.grader import BACKENDS
 from rcca_jax.models.config import LingConfig
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import partitioning
@@ -52,12 +55,13 @@ SCHEMA: dict[str, Any] = {
            "prompts_per_step": None, "temperature": None, "max_new_tokens": None,
            "max_prompt_len": None, "long_prompts": None, "checkpoint_every": None,
            "per_family": None, "num_iterations": None, "mini_batches": None,
-           "recompute_old_logprobs": None, "reference": None,
+           "recompute_old_logprobs": None, "reference": None, "overlap_steps": None,
            "optimizer": optim.OptimizerConfig, "loss": _LOSS_FIELDS},
     "eval": {"enabled": None, "after_sft": None, "every_rl_steps": None, "tasks": None,
              "per_family": None, "num_tasks": None, "samples_per_task": None,
              "temperature": None, "max_new_tokens": None, "workers": None,
-             "num_reports": None, "evaluator": EvalConfig},
+             "num_reports": None, "evaluator": EvalConfig, "backend": None,
+             "ray_address": None},
     "checkpoint": {"max_to_keep": None, "async_save": None},
     # Read by `rcca_jax.ablation` only: arm name -> "FIELD=VALUE;..." overrides.
     "arms": None, "ablation": {"arms": None, "bootstrap": None},
@@ -235,6 +239,31 @@ def _check_rl(c: _Collector, mode: str) -> None:
     c.add(f"rl.reference={reference!r}: no such checkpoint directory")
 
 
+def _check_scale(c: _Collector, num_processes: int) -> None:
+  """Overlap, the grading backend, and the prompts' split over processes."""
+  overlap = c.get("rl.overlap_steps", 0)
+  if overlap not in (0, 1):
+    c.add(f"rl.overlap_steps={overlap!r} must be 0 or 1")
+  elif overlap and c.get("rl.recompute_old_logprobs", False):
+    c.add("rl.overlap_steps=1 with rl.recompute_old_logprobs=True: overlapped rollouts "
+          "come from the previous policy, whose log-probs only the sampler has")
+  backend = c.get("eval.backend", "pool")
+  if backend not in BACKENDS:
+    c.add(f"eval.backend={backend!r} must be one of {BACKENDS}")
+  address = c.get("eval.ray_address", "") or ""
+  if not isinstance(address, str) or (address and backend != "ray"):
+    c.add(f"eval.ray_address={address!r} needs eval.backend='ray' (and is a string)")
+  prompts = c.get("rl.prompts_per_step")
+  minis = c.get("rl.mini_batches", 1)
+  if num_processes > 1 and isinstance(prompts, int) and isinstance(minis, int):
+    if prompts % num_processes:
+      c.add(f"rl.prompts_per_step={prompts} is not divisible by the {num_processes} "
+            "processes (each samples and grades whole prompt groups)")
+    elif minis > 0 and (prompts // num_processes) % minis:
+      c.add(f"rl.mini_batches={minis} does not divide the {prompts // num_processes} "
+            "prompts of each process")
+
+
 def _check_lengths(c: _Collector) -> None:
   budget = c.get("model.max_position_embeddings",
                  LingConfig.__dataclass_fields__["max_position_embeddings"].default)
@@ -270,8 +299,9 @@ def _check_files(c: _Collector) -> None:
 
 
 def problems(config: ml_collections.ConfigDict | Mapping[str, Any], *,
-             num_devices: int, mode: str = "train") -> list[str]:
-  """Every problem of `config` for a job on `num_devices` devices in `mode`."""
+             num_devices: int, mode: str = "train", num_processes: int = 1) -> list[str]:
+  """Every problem of `config` for a job on `num_devices` devices (of `num_processes`
+  processes) in `mode`."""
   if mode not in MODES:
     raise ValueError(f"mode {mode!r} is not one of {MODES}")
   values = _as_dict(config)
@@ -280,6 +310,7 @@ def problems(config: ml_collections.ConfigDict | Mapping[str, Any], *,
   _check_sections(c)
   _check_batches(c, num_devices)
   _check_rl(c, mode)
+  _check_scale(c, num_processes)
   _check_lengths(c)
   if mode != "plan":
     _check_files(c)
@@ -287,8 +318,8 @@ def problems(config: ml_collections.ConfigDict | Mapping[str, Any], *,
 
 
 def check(config: ml_collections.ConfigDict | Mapping[str, Any], *, num_devices: int,
-          mode: str = "train") -> None:
+          mode: str = "train", num_processes: int = 1) -> None:
   """Raises `ConfigError` listing every problem (nothing when the config is valid)."""
-  found = problems(config, num_devices=num_devices, mode=mode)
+  found = problems(config, num_devices=num_devices, mode=mode, num_processes=num_processes)
   if found:
     raise ConfigError(found)

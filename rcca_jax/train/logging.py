@@ -60,7 +60,7 @@ class MetricsLogger:
             if not (r.get("stage") == stage and r.get("step", 0) > step)
             and not (r.get("stage") == "eval" and r.get("after") == stage
                      and r.get("step", 0) > step)]
-    if len(keep) != len(rows):
+    if len(keep) != len(rows) and _is_main_process():
       tmp = self.path + ".tmp"
       with open(tmp, "w", encoding="utf-8") as f:
         for row in keep:

@@ -15,11 +15,15 @@ are written again, so no step appears twice in `metrics.jsonl`.
 
 Sampling seeds derive from the checkpointed PRNG key and the step, and prompt order
 from the seed and the data position, so a resumed run continues the same sequence.
+Several processes run one job through the hooks of `parallel.multihost` (each samples
+and grades its share of the prompts); `rl.overlap_steps=1` samples a step ahead while
+grading (`train.overlap`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import pathlib
@@ -39,11 +43,12 @@ from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.data.batching import batch_indices
 from rcca_jax.data.selection import load_task_file, resolve_path, select_tasks
 from rcca_jax.evaluation.config import EvalConfig
-from rcca_jax.evaluation.grader import Grader
-from rcca_jax.evaluation.pool import EvalPool, Job
+from rcca_jax.evaluation.grader import Grader, make_grader
+from rcca_jax.evaluation.pool import Job
 from rcca_jax.models import LingForCausalLM
 from rcca_jax.models.config import RUNTIME_FIELDS
 from rcca_jax.parallel import mesh as mesh_lib
+from rcca_jax.parallel import multihost
 from rcca_jax.rl import checkpoint as checkpoint_lib
 from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import optim
@@ -54,6 +59,7 @@ from rcca_jax.sampling import JaxSampler, Sampler
 from rcca_jax.train import config_check
 from rcca_jax.train import eval_loop
 from rcca_jax.train import logging as logging_lib
+from rcca_jax.train import overlap as overlap_lib
 from rcca_jax.train import prompts as prompts_lib
 from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train.configs import (load_tokenizer, loss_config, model_config,
@@ -85,7 +91,8 @@ class Trainer:
     """`config` is checked for `mode` ("train" or "eval") before anything is built;
     `sampler` and `grader` replace the in-process `JaxSampler` and the browser
     `EvalPool` (the trainer closes the grader when it closes)."""
-    config_check.check(config, num_devices=jax.device_count(), mode=mode)
+    config_check.check(config, num_devices=jax.device_count(), mode=mode,
+                       num_processes=jax.process_count())
     self.config = config
     self.workdir = workdir
     os.makedirs(workdir, exist_ok=True)
@@ -98,6 +105,7 @@ class Trainer:
     self.pad_id = chat.pad_id(self.tokenizer)
     self.mesh = (mesh_lib.make_mesh(dict(config.mesh)) if jax.device_count() > 1
                  else None)
+    self.sample_mesh = multihost.sampling_mesh(self.mesh)  # this process's devices
     init_from = config.get("init_from_hf")
     if init_from:  # a pretrained `bailing_hybrid` checkpoint (e.g. Ling-3.0-Flash)
       # The checkpoint gives the architecture; the config, how JAX computes it.
@@ -132,8 +140,11 @@ class Trainer:
 
   def pool(self) -> Grader:
     if self._pool is None:
-      ev = EvalConfig.from_dict(dict(self.config.eval.evaluator.to_dict()))
-      self._pool = EvalPool(ev, workers=self.config.eval.workers, post_process=LOCALIZE)
+      e = self.config.eval
+      self._pool = make_grader(EvalConfig.from_dict(dict(e.evaluator.to_dict())),
+                               workers=e.workers, post_process=LOCALIZE,
+                               backend=e.get("backend", "pool"),
+                               ray_address=e.get("ray_address", ""))
     return self._pool
 
   def _checkpointer(self, stage: str) -> checkpoint_lib.Checkpointer:
@@ -184,17 +195,23 @@ class Trainer:
     return stage.checkpointer.restore(target, step)
 
   def _save(self, stage: _Stage, state, position: dict, force: bool = False,
-            done: Optional[int] = None) -> None:
-    """Saves every `checkpoint_every` steps (`done`: steps done, default the state's)."""
+            done: Optional[int] = None) -> bool:
+    """Saves every `checkpoint_every` steps (`done`: steps done, default the state's);
+    whether it saved."""
     step = int(jax.device_get(state.step)) if done is None else done
     if force or step % self.config[stage.name].checkpoint_every == 0:
       stage.checkpointer.save(state, position, force=True)
+      return True
+    return False
 
   def _sampler(self, state) -> Sampler:
     """The run's sampler (built once), given `state`'s weights."""
-    model = self.fmodel.merge(state.params, state.model_state)
+    weights = (state.params, state.model_state)
+    if self.sample_mesh is not self.mesh:  # several processes: a copy on this one's devices
+      weights = multihost.local_copy(weights, self.fmodel.shardings(self.sample_mesh))
+    model = self.fmodel.merge(*weights)
     if self._sampler_obj is None:
-      self._sampler_obj = JaxSampler(model, mesh=self.mesh, pad_id=self.pad_id)
+      self._sampler_obj = JaxSampler(model, mesh=self.sample_mesh, pad_id=self.pad_id)
     else:
       self._sampler_obj.update_weights(model)
     return self._sampler_obj
@@ -206,7 +223,7 @@ class Trainer:
   def _compile(self, objective, stage: _Stage):
     step, _ = train_step.build_step(self.fmodel, objective, stage.opt_config,
                                     self._step_config(), self.mesh)
-    return step
+    return multihost.feed_global(step, self.mesh)  # batches: this process's rows
 
   @property
   def is_controlled(self) -> bool:
@@ -214,11 +231,12 @@ class Trainer:
 
   def controlled_tasks(self) -> list:
     """The controlled setting's task set (credit/controlled.py), built once into
-    `data.controlled.path` (default DIR/controlled_tasks.jsonl) and read back after."""
+    `data.controlled.path` (default DIR/controlled_tasks.jsonl), by process 0, and read
+    back after."""
     if self._controlled is None:
       fields = dict(self.config.data.controlled.to_dict())
       path = fields.get("path") or os.path.join(self.workdir, "controlled_tasks.jsonl")
-      if not os.path.exists(path):
+      if jax.process_index() == 0 and not os.path.exists(path):
         spec = controlled_lib.ControlledSpec.from_mapping(fields)
         built = controlled_lib.build(load_task_file(self.config.data.train_tasks), spec,
                                      self._score)
@@ -226,6 +244,7 @@ class Trainer:
         tasks_lib.write_tasks(tmp, built)
         os.replace(tmp, path)
         logging_lib.note("controlled setting: %d tasks written to %s", len(built), path)
+      multihost.barrier("controlled tasks")
       self._controlled = tasks_lib.load_tasks(path)
     return self._controlled
 
@@ -236,8 +255,8 @@ class Trainer:
   def _logprob_fn(self):
     """Log-probs of a whole rollout batch, in slices as large as the step's."""
     micro = self.config.get("micro_batches", 1) * self.updates.mini_batches
-    return logprobs_lib.compile_logprob_fn(self.fmodel, self._step_config(), micro,
-                                           self.mesh)
+    return multihost.local_logprobs(logprobs_lib.compile_logprob_fn(
+        self.fmodel, self._step_config(), micro, self.mesh), self.mesh)
 
   def reference(self, logprob_fn) -> logprobs_lib.Reference:
     """The frozen KL reference: the checkpoint `rl.reference` names (a checkpoint
@@ -278,20 +297,30 @@ class Trainer:
 
   def _run_eval(self, state, tasks: list, name: str, title: str) -> dict[str, Any]:
     """The one evaluation path (dev evaluation and `--mode=eval`): samples `tasks` with
-    the `eval` settings, grades them and writes DIR/eval/NAME/."""
+    the `eval` settings, grades them and writes DIR/eval/NAME/. With several processes,
+    process 0 evaluates alone; the others wait and return {}."""
     e = self.config.eval
-    return eval_loop.run_eval(
-        self._sampler(state), self.tokenizer, tasks, self.pool(),
+    sampler = self._sampler(state)  # on every process: copying weights is a collective
+    if jax.process_index():
+      multihost.barrier(f"eval {name}")
+      return {}
+    summary = eval_loop.run_eval(
+        sampler, self.tokenizer, tasks, self.pool(),
         out_dir=os.path.join(self.workdir, "eval", name),
         max_new_tokens=e.max_new_tokens, temperature=e.temperature,
         samples_per_task=e.samples_per_task, seed=self.config.seed,
         num_reports=e.num_reports, title=title, weights=self.credit_weights)
+    multihost.barrier(f"eval {name}")
+    return summary
 
   def evaluate(self, state, after: str, step: int) -> dict[str, Any]:
-    """Dev evaluation; logs an `eval` row and writes DIR/eval/AFTER_STEP/."""
+    """Dev evaluation; logs an `eval` row and writes DIR/eval/AFTER_STEP/ ({} on the
+    processes other than 0)."""
     t0 = time.time()
     summary = self._run_eval(state, self.dev_tasks(), f"{after}_{step:06d}",
                              f"after {after} step {step}")
+    if not summary:
+      return summary
     row = eval_loop.flat_metrics(summary)
     row.update(after=after, eval_s=time.time() - t0)
     self.metrics.write("eval", step, row)
@@ -340,8 +369,9 @@ class Trainer:
       while start < stage.num_steps:
         t0 = time.time()
         idx = batch_indices(len(examples), self.config.sft.batch_size, start, self.config.seed)
-        batch = batching.sft_batch([examples[i] for i in idx], max_len=self.config.sft.max_len,
-                                   pad_id=self.pad_id)
+        batch = multihost.local_share(batching.sft_batch(
+            [examples[i] for i in idx], max_len=self.config.sft.max_len, pad_id=self.pad_id),
+            self.mesh)
         state, m = step_fn(state, batch)
         start += 1
         m = jax.device_get(m)
@@ -379,6 +409,17 @@ class Trainer:
     return fresh.replace(params=sft_state.params, model_state=sft_state.model_state,
                          rng=sft_state.rng)
 
+  def _sample_rl(self, tasks: list, state, step: int) -> list:
+    """RL step `step`'s rollouts of this process's prompts, sampled with `state`."""
+    r = self.config.rl
+    picked = [tasks[i] for i in batch_indices(len(tasks), r.prompts_per_step, step,
+                                              self.config.seed + 1)]
+    return rollouts_lib.sample(
+        self._sampler(state), self.tokenizer,
+        multihost.prompt_share(self.mesh, picked, r.group_size), n=r.group_size,
+        max_new_tokens=r.max_new_tokens, temperature=r.temperature,
+        seed=(step_seed(state.rng, step) + 7919 * jax.process_index()) % (2**31 - 1))
+
   def run_rl(self, state) -> train_step.TrainState:
     stage, r = self.rl, self.config.rl
     # RL steps (rollout batches) done; the state counts optimizer updates.
@@ -393,18 +434,16 @@ class Trainer:
     # No reference is held without a KL term.
     reference = self.reference(logprob_fn) if self.loss.kl_beta > 0 else None
     max_len = r.max_prompt_len + r.max_new_tokens
+    source = overlap_lib.RolloutSource(
+        functools.partial(self._sample_rl, tasks),
+        functools.partial(rollouts_lib.evaluate, self.pool(), weights=self.credit_weights),
+        overlap_steps=r.get("overlap_steps", 0), num_steps=stage.num_steps,
+        ahead_dir=os.path.join(self.workdir, "checkpoints", "rl_ahead"))
     bar = logging_lib.Progress("rl", stage.num_steps, start)
     try:
       while start < stage.num_steps:
         t0 = time.time()
-        picked = [tasks[i] for i in batch_indices(len(tasks), r.prompts_per_step, start,
-                                                  self.config.seed + 1)]
-        rollouts = rollouts_lib.sample(
-            self._sampler(state), self.tokenizer, picked, n=r.group_size,
-            max_new_tokens=r.max_new_tokens, temperature=r.temperature,
-            seed=step_seed(state.rng, start))
-        t1 = time.time()
-        rollouts_lib.evaluate(self.pool(), rollouts, weights=self.credit_weights)
+        rollouts, times = source.get(state, start)
         t2 = time.time()
         batch, _ = rollouts_lib.rl_batch(
             rollouts, group_size=r.group_size, max_len=max_len, pad_id=self.pad_id,
@@ -417,8 +456,9 @@ class Trainer:
         start += 1
         m = {**updates_lib.summarize(per_update, self.updates.num_iterations), **extra}
         t3 = time.time()
-        self._save(stage, state, {"prompt_batches": start},
-                   force=start == stage.num_steps, done=start)
+        if self._save(stage, state, {"prompt_batches": start},
+                      force=start == stage.num_steps, done=start):
+          source.save(start)
         row = rollouts_lib.record_stats([x.record for x in rollouts])
         row.update(rollouts_lib.weight_shares(rollouts))
         if self.is_controlled:
@@ -427,8 +467,8 @@ class Trainer:
         row.update(response_len=float(np.mean([len(x.tokens) for x in rollouts])),
                    skipped_long_prompts=self.skipped_prompts,
                    timeouts=self.pool().stats["timeouts"],
-                   sample_s=t1 - t0, eval_s=t2 - t1, train_s=t3 - t2,
-                   step_s=time.time() - t0)
+                   **times, train_s=t3 - t2, step_s=time.time() - t0)
+        row = multihost.reduce_row(row, len(rollouts))  # over processes
         self.metrics.write("rl", start, row)
         bar.update(reward=row["reward_mean"], passed=row["pass_rate"], loss=row["loss"])
         if start % self.config.eval.every_rl_steps == 0 or start == stage.num_steps:
@@ -489,7 +529,7 @@ class Trainer:
                           checkpoint: str = "latest") -> dict[str, Any]:
     """Evaluates `checkpoint` (see `_eval_state`; "base" gives the base-model row) on a
     task file; writes responses, evaluations, report and summary under
-    DIR/eval/OUT_NAME/."""
+    DIR/eval/OUT_NAME/ (process 0 does; see `_run_eval`)."""
     self.open()
     try:
       stage_name, state = self._eval_state(checkpoint)
@@ -499,7 +539,8 @@ class Trainer:
       step = int(jax.device_get(state.step))
       name = out_name or f"{stage_name}_{step:06d}_{pathlib.Path(tasks_path or e.tasks).stem}"
       summary = self._run_eval(state, tasks, name, f"{stage_name} step {step}")
-      print(json.dumps(eval_loop.headline(summary)))
+      if summary:  # process 0 (the others waited for it)
+        print(json.dumps(eval_loop.headline(summary)))
       return summary
     finally:
       self.close()

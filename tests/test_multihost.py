@@ -1,0 +1,83 @@
+"""The main job over two JAX processes on one machine, then resumed by one process.
+
+The end-to-end test runs exactly the README's "Running on a cluster" commands.
+"""
+
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import pytest
+from absl.testing import absltest
+
+from rcca_jax.parallel import multihost
+from rcca_jax.train import logging as logging_lib
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+ACCEPTANCE = ["--config.sft.num_steps=4", "--config.eval.enabled=False",
+              "--config.rl.prompts_per_step=2"]
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _main(workdir: str, devices: int, *extra: str, log: str) -> subprocess.Popen:
+  env = dict(os.environ, JAX_PLATFORMS="cpu", TOKENIZERS_PARALLELISM="false",
+             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+  cmd = [sys.executable, "-m", "rcca_jax.main", "--config=experiments/tiny_cpu.py",
+         f"--workdir={workdir}", *ACCEPTANCE, *extra]
+  with open(log, "w", encoding="utf-8") as out:
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _tail(path: str) -> str:
+  with open(path, encoding="utf-8") as f:
+    return f.read()[-3000:]
+
+
+class SingleProcessTest(absltest.TestCase):
+  """In one process every hook is the identity."""
+
+  def test_hooks_are_identities(self):
+    batch = {"input_ids": [[1, 2], [3, 4]]}
+    self.assertIs(multihost.local_share(batch, None), batch)
+    fn = lambda state, batch: (state, batch)
+    self.assertIs(multihost.feed_global(fn, None), fn)
+    self.assertIs(multihost.local_logprobs(fn, None), fn)
+    self.assertEqual(multihost.prompt_share(None, ["a", "b"], 4), ["a", "b"])
+    self.assertEqual(multihost.reduce_row({"loss": 1.0}, 4), {"loss": 1.0})
+    self.assertIsNone(multihost.sampling_mesh(None))
+
+
+@pytest.mark.slow
+class TwoProcessMainTest(absltest.TestCase):
+
+  def test_two_processes_then_one_resumes(self):
+    tmp = self.create_tempdir().full_path
+    workdir = os.path.join(tmp, "run")
+    address = f"--coordinator_address=127.0.0.1:{_free_port()}"
+    logs = [os.path.join(tmp, f"p{i}.log") for i in range(3)]
+    procs = [_main(workdir, 2, "--config.rl.num_steps=2", address, "--num_processes=2",
+                   f"--process_id={i}", log=logs[i]) for i in range(2)]
+    for proc, log in zip(procs, logs):
+      self.assertEqual(proc.wait(timeout=1500), 0, _tail(log))
+    rows = logging_lib.read_rows(workdir)
+    self.assertEqual([r["step"] for r in rows if r["stage"] == "rl"], [1, 2])
+    self.assertEqual([r["step"] for r in rows if r["stage"] == "sft"], [4])
+    for row in rows:
+      if row["stage"] == "rl":
+        self.assertTrue(0.0 <= row["reward_mean"] <= 1.0, row)
+    resumed = _main(workdir, 4, "--config.rl.num_steps=3", log=logs[2])
+    self.assertEqual(resumed.wait(timeout=1500), 0, _tail(logs[2]))
+    rows = logging_lib.read_rows(workdir)
+    self.assertEqual([r["step"] for r in rows if r["stage"] == "rl"], [1, 2, 3])
+    self.assertEqual([r["step"] for r in rows if r["stage"] == "sft"], [4])
+
+
+if __name__ == "__main__":
+  absltest.main()
