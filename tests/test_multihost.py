@@ -57,15 +57,18 @@ class SingleProcessTest(absltest.TestCase):
 @pytest.mark.slow
 class TwoProcessMainTest(absltest.TestCase):
 
+  def _two_processes(self, workdir: str, *extra: str, logs: list[str]) -> None:
+    address = f"--coordinator_address=127.0.0.1:{_free_port()}"
+    procs = [_main(workdir, 2, *extra, address, "--num_processes=2", f"--process_id={i}",
+                   log=logs[i]) for i in range(2)]
+    for proc, log in zip(procs, logs):
+      self.assertEqual(proc.wait(timeout=1500), 0, _tail(log))
+
   def test_two_processes_then_one_resumes(self):
     tmp = self.create_tempdir().full_path
     workdir = os.path.join(tmp, "run")
-    address = f"--coordinator_address=127.0.0.1:{_free_port()}"
-    logs = [os.path.join(tmp, f"p{i}.log") for i in range(3)]
-    procs = [_main(workdir, 2, "--config.rl.num_steps=2", address, "--num_processes=2",
-                   f"--process_id={i}", log=logs[i]) for i in range(2)]
-    for proc, log in zip(procs, logs):
-      self.assertEqual(proc.wait(timeout=1500), 0, _tail(log))
+    logs = [os.path.join(tmp, f"p{i}.log") for i in range(5)]
+    self._two_processes(workdir, "--config.rl.num_steps=2", logs=logs[:2])
     rows = logging_lib.read_rows(workdir)
     self.assertEqual([r["step"] for r in rows if r["stage"] == "rl"], [1, 2])
     self.assertEqual([r["step"] for r in rows if r["stage"] == "sft"], [4])
@@ -77,6 +80,12 @@ class TwoProcessMainTest(absltest.TestCase):
     rows = logging_lib.read_rows(workdir)
     self.assertEqual([r["step"] for r in rows if r["stage"] == "rl"], [1, 2, 3])
     self.assertEqual([r["step"] for r in rows if r["stage"] == "sft"], [4])
+    # --mode=eval on two processes: process 0 evaluates and prints, process 1 waits.
+    self._two_processes(workdir, "--mode=eval", "--config.eval.num_tasks=1",
+                        "--config.rl.num_steps=3", logs=logs[3:])
+    self.assertEqual(os.listdir(os.path.join(workdir, "eval")), ["rl_000003_dev"])
+    self.assertIn('"samples": 1', _tail(logs[3]).strip().splitlines()[-1])
+    self.assertNotIn('"samples"', _tail(logs[4]))
 
 
 if __name__ == "__main__":
