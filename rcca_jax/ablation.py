@@ -47,7 +47,7 @@ def parse_overrides(text: str) -> list[tuple[str, str]]:
   return out
 
 
-def _set(config: ml_collections.ConfigDict, dotted: str, text: str) -> None:
+def set_field(config: ml_collections.ConfigDict, dotted: str, text: str) -> None:
   *parents, leaf = dotted.split(".")
   node = config
   for name in parents:
@@ -89,7 +89,7 @@ def arm_config(config: ml_collections.ConfigDict, seed: int, arm: str
   c.seed = config.seed + seed
   c.eval.after_sft = False  # the SFT run's evaluation is every arm's step 0
   for name, value in parse_overrides(config.arms[arm]):
-    _set(c, name, value)
+    set_field(c, name, value)
   return c
 
 
@@ -194,6 +194,10 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
   f = flags.FLAGS
   config, workdir, seeds = f.config, f.workdir, f.seeds
+  from rcca_jax import sweep  # pylint: disable=import-outside-toplevel
+  if sweep.is_sweep(config):
+    _main_sweep(config, workdir, seeds, f.report_only)
+    return
   if f.report_only:
     summary = ablation_report.collect(workdir, arm_names(config), seeds, config)
     summary["wall_s"] = _load_walls(workdir)
@@ -206,6 +210,29 @@ def main(argv):
       print(str(e), file=sys.stderr)
       sys.exit(2)
   print(ablation_report.markdown(summary))
+
+
+def _main_sweep(config: ml_collections.ConfigDict, workdir: str, seeds: int,
+                report_only: bool) -> None:
+  """`main` for a sweep config (`rcca_jax.sweep`): every setting, one after the other."""
+  from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
+  from rcca_jax import sweep  # pylint: disable=import-outside-toplevel
+  from rcca_jax.train.config_check import ConfigError  # pylint: disable=import-outside-toplevel
+  try:
+    if report_only:
+      summaries = {}
+      for name in sweep.setting_names(config):
+        c, d = sweep.setting_config(config, name), os.path.join(workdir, name)
+        summaries[name] = ablation_report.collect(d, arm_names(c), seeds, c)
+        summaries[name]["wall_s"] = _load_walls(d)
+        ablation_report.write_all(d, summaries[name])
+    else:
+      summaries = sweep.run(config, workdir, seeds)
+  except ConfigError as e:  # every problem listed, no traceback
+    print(str(e), file=sys.stderr)
+    sys.exit(2)
+  for name, summary in summaries.items():
+    print(f"## {name}\n\n{ablation_report.markdown(summary)}")
 
 
 if __name__ == "__main__":

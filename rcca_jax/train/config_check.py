@@ -65,6 +65,8 @@ SCHEMA: dict[str, Any] = {
     "checkpoint": {"max_to_keep": None, "async_save": None},
     # Read by `rcca_jax.ablation` only: arm name -> "FIELD=VALUE;..." overrides.
     "arms": None, "ablation": {"arms": None, "bootstrap": None},
+    # Read by `rcca_jax.sweep` only: setting names to run, name -> overrides.
+    "sweep": {"settings": None}, "settings": None,
 }
 SETTINGS = ("natural", "controlled")
 
