@@ -10,6 +10,7 @@ import pathlib
 from absl.testing import absltest
 import pytest
 
+from experiments import tiny_cpu
 from rcca_jax.data import responses as responses_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluate import evaluate_files, make_jobs
@@ -17,6 +18,7 @@ from rcca_jax.evaluation import grading_cache as cache_lib
 from rcca_jax.evaluation import pool as pool_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import make_grader
+from rcca_jax.train import config_check
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "data" / "examples"
 LOCALIZE = "rcca_jax.credit.localize:localize_record"
@@ -103,6 +105,19 @@ class KeyTest(absltest.TestCase):
     hang = {**ok, "issues": [{"stage": "runtime", "evidence": {"hang": "load timeout"}}]}
     self.assertTrue(cache_lib.is_hang(hang))
     self.assertFalse(cache_lib.is_hang(ok))
+
+
+class ConfigTest(absltest.TestCase):
+
+  def test_grading_cache_field(self):
+    config = tiny_cpu.get_config()
+    self.assertEqual(config.eval.grading_cache, "")  # off by default
+    config.eval.grading_cache = self.create_tempdir().full_path
+    self.assertEqual(config_check.problems(config, num_devices=1), [])
+    config.eval.grading_cache = self.create_tempfile().full_path
+    self.assertEqual(config_check.problems(config, num_devices=1), [
+        f"eval.grading_cache={config.eval.grading_cache!r} must be a directory path "
+        "('' = no cache)"])
 
 
 def _write_many(directory: str, seed: int, rounds: int) -> None:
