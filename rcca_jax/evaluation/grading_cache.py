@@ -22,6 +22,7 @@ again: a reproducible hang is the app's; a one-off one is graded again next time
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import importlib.metadata
@@ -237,12 +238,12 @@ class CachedGrader:
         self.counts["cache_misses"] += 1
         results[i] = record
         if keys[i] not in found and self._store(keys[i], record):
-          found[keys[i]] = record
+          found[keys[i]] = copy.deepcopy(record)  # the caller may change `record`
     for i, job in enumerate(jobs):
       if i in results:
         yield results[i]
       elif i in keys:
         self.counts["cache_hits"] += 1
-        yield {**found[keys[i]], "sample_id": job.sample_id}
+        yield {**copy.deepcopy(found[keys[i]]), "sample_id": job.sample_id}
       else:
         yield job
