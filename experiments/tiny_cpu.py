@@ -117,6 +117,9 @@ def get_config() -> ml_collections.ConfigDict:
       workers=2,
       backend="pool",  # "pool": processes on this host; "ray": Ray actors (ray_address)
       ray_address="",  # "": a local Ray instance; else e.g. "ray://head:10001"
+      # On-disk grading cache (evaluation/grading_cache.py): "" = off; the ablation
+      # runner sets DIR/grading_cache, shared by every seed and arm.
+      grading_cache="",
       num_reports=3,
       evaluator=dict(response_deadline=30.0, load_timeout=5.0, rubric_timeout=10.0),
   ))

@@ -9,7 +9,9 @@ evaluation); every arm of `config.ablation.arms` then runs its RL stage in
 order (from the seed) and the sampling seeds (from the SFT state's PRNG key and the
 step): they differ only through `config.arms[ARM]`'s overrides and, from then on, their
 own updates. In the controlled setting every run reads one task set,
-`DIR/controlled_tasks.jsonl`, built by the first.
+`DIR/controlled_tasks.jsonl`, built by the first. Every run grades through one on-disk
+grading cache, `DIR/grading_cache` (unless `eval.grading_cache` names another), so
+the same (task, response) is browser-graded once for all seeds and arms.
 
 Re-running the command resumes: finished stages are skipped, an interrupted one resumes
 from its checkpoint. Outputs: `DIR/summary.json`, `DIR/ablation.png` and
@@ -139,6 +141,8 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int) -> dict[str
   if config.data.get("setting", "natural") == "controlled" and not config.data.controlled.path:
     config.data.controlled.path = os.path.join(os.path.abspath(workdir),
                                                "controlled_tasks.jsonl")
+  if not config.eval.get("grading_cache"):
+    config.eval.grading_cache = os.path.join(os.path.abspath(workdir), "grading_cache")
   arms = check_configs(config, seeds)
   walls = _load_walls(workdir)
   for seed in range(seeds):

@@ -2,10 +2,12 @@
 
   python -m rcca_jax.evaluate --tasks T --responses R --out O [--workers N]
       [--judge-url U --judge-model M] [--no-localize] [--config EVAL.json]
-      [--backend=pool|ray [--ray-address=ADDR]]
+      [--backend=pool|ray [--ray-address=ADDR]] [--cache DIR]
 
 `--backend=ray` grades on Ray actors (`evaluation.ray_pool`): on the cluster at
-`--ray-address`, or on a Ray instance started here and stopped at the end.
+`--ray-address`, or on a Ray instance started here and stopped at the end. `--cache DIR`
+serves the records of (task, response, evaluator config) graded before from DIR
+(`evaluation.grading_cache`) and stores the new ones there.
 
 Writes one JSON record per response line of R, in order; prints a one-line summary;
 exits 0 when every response got a record, 2 when the task file does not validate.
@@ -82,13 +84,14 @@ class Summary:
 def evaluate_files(tasks_path: str, responses_path: str, out_path: str, *,
                    config: EvalConfig, workers: int = 1, post_process: str | None = None,
                    progress: bool | None = None, backend: str = "pool",
-                   ray_address: str | None = None) -> Summary:
+                   ray_address: str | None = None, cache_dir: str = "") -> Summary:
   """Runs the whole evaluation; raises TaskFileError when the task file is malformed."""
   tasks = tasks_lib.load_tasks(tasks_path)
   jobs = make_jobs(tasks, responses_lib.load_responses(responses_path))
   summary = Summary()
   pool = grader_lib.make_grader(config, workers=workers, post_process=post_process,
-                                backend=backend, ray_address=ray_address)
+                                backend=backend, ray_address=ray_address,
+                                cache_dir=cache_dir)
   try:
     with open(out_path, "w", encoding="utf-8") as out:
       for record in pool.run(jobs, progress=progress):
@@ -117,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="grade in local processes or on Ray actors")
   parser.add_argument("--ray-address", default=None,
                       help="--backend=ray: the cluster (default: a local Ray instance)")
+  parser.add_argument("--cache", default=None, metavar="DIR",
+                      help="on-disk grading cache: responses graded before are not "
+                           "graded again (evaluation.grading_cache)")
   args = parser.parse_args(argv)
   if bool(args.judge_url) != bool(args.judge_model):
     parser.error("--judge-url and --judge-model go together")
@@ -138,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                              workers=args.workers,
                              post_process=None if args.no_localize else LOCALIZE,
                              progress=True if args.progress else None,
-                             backend=args.backend, ray_address=args.ray_address)
+                             backend=args.backend, ray_address=args.ray_address,
+                             cache_dir=args.cache or "")
   except tasks_lib.TaskFileError as e:
     for err in e.errors:
       print(err, file=sys.stderr)

@@ -163,6 +163,13 @@ class AblationEndToEndTest(absltest.TestCase):
       self.assertEqual([e["step"] for e in run["evals"]], [2])
       self.assertEqual(run["rl_steps"], 2)
     self.assertTrue(os.path.exists(os.path.join(workdir, "ablation.png")))
+    # One grading cache for all runs: the second arm's first step samples what the
+    # first arm's did (same parameters and seed), so it grades nothing.
+    self.assertTrue(os.listdir(os.path.join(workdir, "grading_cache")))
+    rows = ablation.read_rows(os.path.join(workdir, "seed_0", "rcca"))
+    first = next(r for r in rows if r["stage"] == "rl" and r["step"] == 1)
+    self.assertEqual(first["cache_hit_rate"], 1.0)
+    self.assertIn("cache_hits", next(r for r in rows if r["stage"] == "eval"))
     # Re-running finds everything done and trains nothing more.
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])

@@ -3,7 +3,8 @@
 The trainer and the evaluation loop only call `run`, read `stats` and `close`.
 `EvalPool` (browser workers in processes, a deadline per response) and `RayPool`
 (the same workers as Ray actors, on a cluster) implement it; `make_grader` builds either
-by backend name. A grading service fits by implementing the same three members.
+by backend name, optionally behind the on-disk grading cache (`grading_cache`). A
+grading service fits by implementing the same three members.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.grading_cache import CachedGrader
 from rcca_jax.evaluation.pool import EvalPool, Job
 
 BACKENDS = ("pool", "ray")
@@ -32,13 +34,19 @@ class Grader(Protocol):
 
 
 def make_grader(config: EvalConfig, *, workers: int = 1, post_process: str | None = None,
-                backend: str = "pool", ray_address: str | None = None) -> Grader:
+                backend: str = "pool", ray_address: str | None = None,
+                cache_dir: str = "") -> Grader:
   """A process pool (`backend="pool"`) or Ray actors (`"ray"`, on `ray_address` or a
-  local Ray instance) of `workers` browsers."""
+  local Ray instance) of `workers` browsers; behind the on-disk grading cache in
+  `cache_dir` when one is given (`grading_cache.CachedGrader`)."""
   if backend == "pool":
-    return EvalPool(config, workers=workers, post_process=post_process)
-  if backend == "ray":
+    grader: Grader = EvalPool(config, workers=workers, post_process=post_process)
+  elif backend == "ray":
     from rcca_jax.evaluation import ray_pool  # pylint: disable=import-outside-toplevel
-    return ray_pool.RayPool(config, workers=workers, post_process=post_process,
-                            address=ray_address or None)
-  raise ValueError(f"grading backend must be one of {BACKENDS}, not {backend!r}")
+    grader = ray_pool.RayPool(config, workers=workers, post_process=post_process,
+                              address=ray_address or None)
+  else:
+    raise ValueError(f"grading backend must be one of {BACKENDS}, not {backend!r}")
+  if cache_dir:
+    grader = CachedGrader(grader, cache_dir, config=config, post_process=post_process)
+  return grader

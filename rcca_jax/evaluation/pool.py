@@ -26,6 +26,7 @@ from rcca_jax.evaluation.config import EvalConfig
 
 _KILL_GRACE = 2.0
 _POLL = 0.05
+GRADING_FAILED = "grading_failed"  # record key: why grading of the response never finished
 
 
 def resolve_post_process(spec: str | None) -> Callable[[dict, str], dict] | None:
@@ -121,10 +122,12 @@ def _apply_post_process(fn, record: dict, response: str) -> dict:
 def failed_record(job: Job, reason: str, config: EvalConfig,
                   post_fn: Callable[[dict, str], dict] | None) -> dict:
   """The record of a response whose grading never finished: format/source computed
-  here, runtime failed with `reason`, then the post-process."""
+  here, runtime failed with `reason`, then the post-process; `GRADING_FAILED` holds the
+  reason (such a record describes the grading, not the app: never cached)."""
   from rcca_jax.evaluation import evaluator as evaluator_lib  # pylint: disable=import-outside-toplevel
   record = evaluator_lib.static_record(job.task, job.response, job.sample_id, reason,
                                        config).to_json()
+  record[GRADING_FAILED] = reason
   return _apply_post_process(post_fn, record, job.response)
 
 

@@ -46,7 +46,7 @@ from rcca_jax.parallel import partitioning
 _AUTO_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS",
              "MEGASCALE_COORDINATOR_ADDRESS")
 # Metrics summed over processes by `reduce_row` (the others are averaged).
-SUMMED = ("no_reward", "timeouts")
+SUMMED = ("no_reward", "timeouts", "cache_hits")
 
 
 def auto_detected() -> bool:

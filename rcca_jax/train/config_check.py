@@ -9,7 +9,7 @@ its field names), the mesh against the device count, that every batch splits ove
 micro-batches (and RL mini-batches) and then over the mesh's batch axis, loss /
 optimizer / evaluator / model sections that their classes accept, the RL temperature
 rule, token budgets against `model.max_position_embeddings`, a usable KL reference,
-overlap (0 or 1, not with recomputed old log-probs), the grading backend, prompts
+overlap (0 or 1, not with recomputed old log-probs), the grading backend and cache, prompts
 that split over the job's processes, and (train mode) the files the job reads. Prompts
 longer than `rl.max_prompt_len` need the tokenizer and are checked when the tasks are
 loaded (`train.prompts`).
@@ -61,7 +61,7 @@ SCHEMA: dict[str, Any] = {
              "per_family": None, "num_tasks": None, "samples_per_task": None,
              "temperature": None, "max_new_tokens": None, "workers": None,
              "num_reports": None, "evaluator": EvalConfig, "backend": None,
-             "ray_address": None},
+             "ray_address": None, "grading_cache": None},
     "checkpoint": {"max_to_keep": None, "async_save": None},
     # Read by `rcca_jax.ablation` only: arm name -> "FIELD=VALUE;..." overrides.
     "arms": None, "ablation": {"arms": None, "bootstrap": None},
@@ -255,6 +255,9 @@ def _check_scale(c: _Collector, num_processes: int) -> None:
   address = c.get("eval.ray_address", "") or ""
   if not isinstance(address, str) or (address and backend != "ray"):
     c.add(f"eval.ray_address={address!r} needs eval.backend='ray' (and is a string)")
+  cache = c.get("eval.grading_cache", "")
+  if not isinstance(cache, str) or (cache and os.path.isfile(resolve_path(cache))):
+    c.add(f"eval.grading_cache={cache!r} must be a directory path ('' = no cache)")
   prompts = c.get("rl.prompts_per_step")
   minis = c.get("rl.mini_batches", 1)
   if num_processes > 1 and isinstance(prompts, int) and isinstance(minis, int):

@@ -144,8 +144,24 @@ class Trainer:
       self._pool = make_grader(EvalConfig.from_dict(dict(e.evaluator.to_dict())),
                                workers=e.workers, post_process=LOCALIZE,
                                backend=e.get("backend", "pool"),
-                               ray_address=e.get("ray_address", ""))
+                               ray_address=e.get("ray_address", ""),
+                               cache_dir=e.get("grading_cache", ""))
     return self._pool
+
+  def _cache_counts(self) -> dict[str, int]:
+    """The grading cache's cumulative hits and misses (empty without a cache)."""
+    stats = self.pool().stats
+    return {k: stats[k] for k in ("cache_hits", "cache_misses") if k in stats}
+
+  def _cache_row(self, before: dict[str, int]) -> dict[str, float]:
+    """`cache_hits` and `cache_hit_rate` since `before` (`_cache_counts`); {} without
+    a cache."""
+    if not before:
+      return {}
+    now = self._cache_counts()
+    hits = now["cache_hits"] - before["cache_hits"]
+    jobs = hits + now["cache_misses"] - before["cache_misses"]
+    return {"cache_hits": float(hits), "cache_hit_rate": hits / jobs if jobs else 0.0}
 
   def _checkpointer(self, stage: str) -> checkpoint_lib.Checkpointer:
     c = self.config.checkpoint
@@ -317,12 +333,13 @@ class Trainer:
     """Dev evaluation; logs an `eval` row and writes DIR/eval/AFTER_STEP/ ({} on the
     processes other than 0)."""
     t0 = time.time()
+    cached = self._cache_counts()
     summary = self._run_eval(state, self.dev_tasks(), f"{after}_{step:06d}",
                              f"after {after} step {step}")
     if not summary:
       return summary
     row = eval_loop.flat_metrics(summary)
-    row.update(after=after, eval_s=time.time() - t0)
+    row.update(after=after, eval_s=time.time() - t0, **self._cache_row(cached))
     self.metrics.write("eval", step, row)
     logging_lib.note("eval after %s step %d: reward %.3f gates %.2f pass %.2f", after,
                    step, summary["reward_mean"], summary["gates_pass"],
@@ -443,7 +460,9 @@ class Trainer:
     try:
       while start < stage.num_steps:
         t0 = time.time()
+        cached = self._cache_counts()
         rollouts, times = source.get(state, start)
+        cache_row = self._cache_row(cached)
         t2 = time.time()
         batch, _ = rollouts_lib.rl_batch(
             rollouts, group_size=r.group_size, max_len=max_len, pad_id=self.pad_id,
@@ -467,7 +486,7 @@ class Trainer:
         row.update(response_len=float(np.mean([len(x.tokens) for x in rollouts])),
                    skipped_long_prompts=self.skipped_prompts,
                    timeouts=self.pool().stats["timeouts"],
-                   **times, train_s=t3 - t2, step_s=time.time() - t0)
+                   **times, **cache_row, train_s=t3 - t2, step_s=time.time() - t0)
         row = multihost.reduce_row(row, len(rollouts))  # over processes
         self.metrics.write("rl", start, row)
         bar.update(reward=row["reward_mean"], passed=row["pass_rate"], loss=row["loss"])
