@@ -68,15 +68,15 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config fil
 _CHECKPOINT = flags.DEFINE_string("checkpoint", None,
                                   "Checkpoint directory (RUN/checkpoints/sft or .../rl).")
 _BATCHES = flags.DEFINE_integer("batches", 3, "RL batches (steps) to measure.")
-_FIRST = flags.DEFINE_integer("first_step", 0, "The first RL step's prompts and seed.")
+_FIRST = flags.DEFINE_integer("first-step", 0, "The first RL step's prompts and seed.")
 _ARMS = flags.DEFINE_string("arms", "rcca,rcca_focus,rcca_placebo",
                             "Arms compared with grpo (names in config.arms).")
-_ADAM_STEPS = flags.DEFINE_integer("adam_steps", 0,
+_ADAM_STEPS = flags.DEFINE_integer("adam-steps", 0,
                                    "k of adam_after_k (0: all the batches).")
-_SGD_LR = flags.DEFINE_float("sgd_lr", 0.0, "SGD learning rate (0: that of the grpo_sgd "
+_SGD_LR = flags.DEFINE_float("sgd-lr", 0.0, "SGD learning rate (0: that of the grpo_sgd "
                              "arm, else rl.optimizer.learning_rate).")
-_SAVE = flags.DEFINE_string("save_batches", "", "Directory to pickle the graded batches.")
-_LOAD = flags.DEFINE_string("batches_from", "", "Directory of batches saved before.")
+_SAVE = flags.DEFINE_string("save-batches", "", "Directory to pickle the graded batches.")
+_LOAD = flags.DEFINE_string("batches-from", "", "Directory of batches saved before.")
 _OUT = flags.DEFINE_string("out", "", "JSON output file.")
 _WORKDIR = flags.DEFINE_string("workdir", "", "Scratch directory (default: a temporary one).")
 
@@ -308,7 +308,7 @@ def measure(trainer: Any, state: Any, batches: Sequence[list], steps: Sequence[i
         "grpo": grpo_row, "arms": per_arm, "split": parts, "split_residual": residual})
   k = adam_steps or len(batches)
   if k > len(batches):
-    raise ValueError(f"--adam_steps={k} > the {len(batches)} batches")
+    raise ValueError(f"--adam-steps={k} > the {len(batches)} batches")
   after = {name: flat(optimizer_update(adam, history[name][:k], state.params))
            for name in arms}
   report["adam_after_k"] = {"k": k, **{name: compare(after[name], after["grpo"])
