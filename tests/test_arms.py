@@ -74,6 +74,18 @@ class CreditFieldsTest(absltest.TestCase):
     self.assertEqual(configs.credit_config(config).weights(),
                      {"direct": 3.0, "context": 1.5, "cap": 4.0})
 
+  def test_trainer_takes_the_typed_section(self):
+    from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
+    config = tiny_cpu.get_config()
+    config.model.update(hidden_size=32, intermediate_size=64)
+    config.credit = ml_collections.ConfigDict(dict(context=1.0, blame="placebo",
+                                                   negative_unblamed=0.0))
+    trainer = trainer_lib.Trainer(config, self.create_tempdir().full_path)
+    self.assertEqual(trainer.credit_weights, {"direct": 3.0, "context": 1.0, "cap": 4.0})
+    self.assertEqual((trainer.credit.blame, trainer.loss.rcca_negative_unblamed),
+                     ("placebo", 0.0))
+    trainer.close()
+
 
 if __name__ == "__main__":
   absltest.main()
