@@ -85,7 +85,7 @@ class StepMetricsTest(absltest.TestCase):
     objective = ts.PolicyObjective(losses.preset("grpo"), group_size=4)
     batch = ts.numpy_batch(rl_fixtures.rl_batch(seed=4), objective.keys)
     opt = optim.OptimizerConfig(name="sgd", learning_rate=1.0, max_grad_norm=1e-3,
-                                end_lr_ratio=1.0, total_steps=2)
+                                weight_decay=0.0, end_lr_ratio=1.0, total_steps=2)
     step, _ = ts.build_step(fmodel, objective, opt)
     state = ts.init_state(fmodel, opt)
     before = jax.tree.map(np.asarray, state.params)
