@@ -26,6 +26,8 @@ from experiments import tiny_cpu
 FAMILIES = ("dark_mode", "char_counter", "counter", "star_rating", "filter_search",
             "temperature_converter", "password_strength", "unit_converter", "calculator",
             "tip_splitter", "pagination", "guess_number")
+# SGD arms' learning rate (provisional, to be measured with benchmarks/credit_mechanism.py).
+SGD_LR = 0.2
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -45,8 +47,11 @@ def get_config() -> ml_collections.ConfigDict:
       seed=0,
       path="",  # empty: DIR/controlled_tasks.jsonl (the ablation runner shares one)
   ))
-  # Diagnostic weights of METHOD §5 (credit.diagnostic_weights keywords).
-  config.credit = ml_collections.ConfigDict(dict(direct=3.0, context=1.5, cap=4.0))
+  # Diagnostic weights of METHOD §5 (credit.diagnostic_weights keywords), the blame
+  # source ("evaluator" | "placebo" | "oracle") and the weight of the unblamed tokens of
+  # negative-advantage responses (credit/blame.py).
+  config.credit = ml_collections.ConfigDict(dict(direct=3.0, context=1.5, cap=4.0,
+                                                 blame="evaluator", negative_unblamed=1.0))
   config.sft.num_steps = 600
   config.sft.max_len = 640  # the longest example is 623 tokens
   config.sft.checkpoint_every = 200
@@ -57,7 +62,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.rl.max_new_tokens = 464  # the longest target is 441
   config.rl.max_prompt_len = 192
   config.rl.checkpoint_every = 4
+  config.rl.optimizer.name = "adamw"  # "adamw" | "sgd"
+  config.rl.optimizer.momentum = 0.0  # SGD only
   config.rl.optimizer.learning_rate = 1e-4
+  config.rl.loss.scale_advantages_by_std = True
   config.eval.after_sft = True
   config.eval.every_rl_steps = 4
   config.eval.max_new_tokens = 464
@@ -72,6 +80,19 @@ def get_config() -> ml_collections.ConfigDict:
       rcca="rl.policy_loss=rcca",
       rcca_no_context="rl.policy_loss=rcca;credit.context=1.0",
       rcca_c1="rl.policy_loss=rcca;rl.loss.rcca_c=1.0",
+      # Controls (ABLATION.md): the negative update on blamed code only; blame moved to
+      # random places of the same response; blame exactly on the known bug sites.
+      rcca_focus="rl.policy_loss=rcca;credit.negative_unblamed=0.0",
+      rcca_placebo="rl.policy_loss=rcca;credit.blame=placebo",
+      rcca_oracle="rl.policy_loss=rcca;credit.blame=oracle",
+      # Plain SGD, learning rate SGD_LR (see its note).
+      grpo_sgd=f"rl.policy_loss=grpo;rl.optimizer.name=sgd;rl.optimizer.learning_rate={SGD_LR}",
+      rcca_sgd=f"rl.policy_loss=rcca;rl.optimizer.name=sgd;rl.optimizer.learning_rate={SGD_LR}",
+      # Sequence-level baselines: one mean over all tokens (DAPO's normaliser), and
+      # Dr. GRPO (token sums per sequence, advantages not scaled by the group's std).
+      grpo_token_mean="rl.policy_loss=grpo;rl.loss.aggregation=token-mean",
+      dr_grpo="rl.policy_loss=grpo;rl.loss.aggregation=seq-mean-token-sum;"
+              "rl.loss.scale_advantages_by_std=false",
   ))
   config.ablation = ml_collections.ConfigDict(dict(arms="grpo,rcca", bootstrap=2000))
   return config

@@ -60,14 +60,32 @@ def set_field(config: ml_collections.ConfigDict, dotted: str, text: str) -> None
     raise ValueError(f"arm override: no config field {dotted!r}")
   old = node[leaf]
   if isinstance(old, bool):
-    value: Any = text.lower() in ("1", "true", "yes")
+    if text.lower() not in _BOOLS:
+      raise ValueError(f"arm override {dotted}={text!r}: expected one of {sorted(_BOOLS)}")
+    value: Any = _BOOLS[text.lower()]
   elif isinstance(old, int):
     value = int(text)
   elif isinstance(old, float):
     value = float(text)
+  elif old is None:  # an unset field (e.g. max_grad_norm=None): a number, none or text
+    value = _untyped(text)
   else:
     value = text
   node[leaf] = value
+
+
+_BOOLS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+
+def _untyped(text: str) -> Any:
+  if text.lower() in ("none", "null"):
+    return None
+  for kind in (int, float):
+    try:
+      return kind(text)
+    except ValueError:
+      pass
+  return text
 
 
 def arm_names(config: ml_collections.ConfigDict) -> list[str]:

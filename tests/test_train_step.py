@@ -127,6 +127,8 @@ class StepTest(parameterized.TestCase):
                                  err_msg=name)
     self.assertAlmostEqual(float(metrics["zero_advantage_groups"]), 0.5)
     self.assertAlmostEqual(float(metrics["learning_rate"]), 5e-4, places=9)
+    # grad_norm is taken before clipping (at OPT's max_grad_norm 1.0); clipped says so.
+    self.assertEqual(float(metrics["clipped"]), float(not metrics["grad_norm"] < 1.0))
     self.assertEqual(int(new_state.step), 1)
     probs = np.exp(np.asarray(logits, np.float64)[:, :-1])
     probs /= probs.sum(-1, keepdims=True)

@@ -3,7 +3,8 @@
 A policy loss maps `(logp, old_logp, advantages, wbar, mask, ref_logp, config)` to the
 loss numerator and additive statistics (see `grpo.policy_loss_terms`); the train step
 divides by the global normaliser. `grpo` ignores the diagnostic weights `wbar`
-(every token has weight 1); `rcca` turns them into METHOD.md §6 effective weights.
+(every token has weight 1); `rcca` turns them into METHOD.md §6 effective weights;
+`weighted` uses them as they are (diagnostics, `benchmarks/credit_mechanism.py`).
 Variants (DAPO, Dr. GRPO) are presets of `LossConfig`, not code branches.
 """
 
@@ -29,6 +30,8 @@ class LossConfig:
   scale_advantages_by_std: bool = True
   rcca_c: float = 1.2
   rcca_positive_blamed: float = 1.0
+  # Filled from `credit.negative_unblamed` (train/configs.loss_config), not rl.loss.
+  rcca_negative_unblamed: float = 1.0
 
   def __post_init__(self):
     get_policy_loss(self.policy_loss)
@@ -86,8 +89,17 @@ def rcca_loss(logp, old_logp, advantages, wbar, mask,
   """GRPO with RCCA's asymmetric effective weights inside the clipped term."""
   weights = rcca.effective_weights(
       wbar, advantages, c=config.rcca_c,
-      positive_blamed=config.rcca_positive_blamed)
+      positive_blamed=config.rcca_positive_blamed,
+      negative_unblamed=config.rcca_negative_unblamed)
   return _clipped_terms(logp, old_logp, advantages, weights, mask, ref_logp, config)
+
+
+@register_policy_loss("weighted")
+def weighted_loss(logp, old_logp, advantages, wbar, mask,
+                  ref_logp: Optional[jax.Array], config: LossConfig):
+  """The clipped term with `wbar` itself as the token weights (a tool: e.g. the part of
+  the GRPO gradient that some tokens give, with `wbar` their 0/1 indicator)."""
+  return _clipped_terms(logp, old_logp, advantages, wbar, mask, ref_logp, config)
 
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -5,18 +5,23 @@ import jax.numpy as jnp
 
 
 def effective_weights(wbar: jax.Array, advantages: jax.Array, *, c: float = 1.2,
-                      positive_blamed: float = 1.0) -> jax.Array:
+                      positive_blamed: float = 1.0,
+                      negative_unblamed: float = 1.0) -> jax.Array:
   """Per-token loss weights from diagnostic weights and advantages.
 
-  Negative-advantage responses keep the diagnostic weight (the update concentrates on
-  blamed code); non-negative ones give blamed tokens (`wbar > 1`) `positive_blamed`
-  and every other token `c`.
+  Negative-advantage responses keep the diagnostic weight on blamed tokens (`wbar > 1`:
+  the update concentrates on blamed code) and give the others `negative_unblamed *
+  wbar` (= `negative_unblamed`, unblamed tokens having weight 1; the default 1.0 is
+  METHOD §6 exactly); non-negative ones give blamed tokens `positive_blamed` and every
+  other token `c`.
 
   Args:
     wbar: [B, T] diagnostic weights (1 for untouched tokens).
     advantages: [B] per-response advantages.
     c: weight of unblamed tokens of non-negative-advantage responses.
     positive_blamed: weight of blamed tokens of non-negative-advantage responses.
+    negative_unblamed: factor on the unblamed tokens of negative-advantage responses
+      (0: the negative update only on blamed code).
 
   Returns:
     [B, T] effective weights, dtype of `wbar`.
@@ -26,4 +31,5 @@ def effective_weights(wbar: jax.Array, advantages: jax.Array, *, c: float = 1.2,
     raise ValueError(f"expected wbar [B, T] and advantages [B], got "
                      f"{wbar.shape} and {jnp.shape(advantages)}")
   positive = jnp.where(wbar > 1.0, positive_blamed, c).astype(wbar.dtype)
-  return jnp.where(jnp.asarray(advantages)[:, None] < 0, wbar, positive)
+  negative = jnp.where(wbar > 1.0, wbar, (negative_unblamed * wbar).astype(wbar.dtype))
+  return jnp.where(jnp.asarray(advantages)[:, None] < 0, negative, positive)

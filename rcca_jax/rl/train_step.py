@@ -174,7 +174,9 @@ def make_train_step(fmodel: FunctionalModel, objective: Objective,
     if counts is not None and config.expert_bias_rate:
       model_state = fmodel.balance_experts(state.params, model_state, counts,
                                            config.expert_bias_rate)
-    metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads),
+    grad_norm = optax.tree.norm(grads)  # before clipping
+    metrics = {"loss": loss, "grad_norm": grad_norm,
+               "clipped": optim.clip_fired(grad_norm, opt_config),
                "learning_rate": schedule(state.step),
                **grpo.finalize_stats(stats), **objective.batch_metrics(batch)}
     new_state = state.replace(step=state.step + 1, params=params,

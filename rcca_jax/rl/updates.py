@@ -23,7 +23,7 @@ from rcca_jax.rl import logprobs as logprobs_lib
 
 # Statistics also reported per update (as NAME/uK) when there are several updates.
 PER_UPDATE = ("loss", "clip_low", "clip_high", "ratio_mean", "ratio_min", "ratio_max",
-              "kl", "grad_norm")
+              "kl", "grad_norm", "clipped")
 # Counts summed over one pass (the others are averaged over updates).
 _COUNTS = ("response_tokens", "sequences")
 

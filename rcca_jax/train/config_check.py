@@ -7,7 +7,7 @@ them. `python -m rcca_jax.main` prints them without a traceback and exits 2.
 Checked: unknown fields (at every level; sub-configs with a dataclass behind them take
 its field names), the mesh against the device count, that every batch splits over
 micro-batches (and RL mini-batches) and then over the mesh's batch axis, loss /
-optimizer / evaluator / model sections that their classes accept, the RL temperature
+optimizer / credit / evaluator / model sections that their classes accept, the RL temperature
 rule, token budgets against `model.max_position_embeddings`, a usable KL reference,
 overlap (0 or 1, not with recomputed old log-probs), the grading backend and cache, prompts
 that split over the job's processes, and (train mode) the files the job reads. Prompts
@@ -18,12 +18,14 @@ loaded (`train.prompts`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from typing import Any, Mapping, Optional, Sequence
 
 import ml_collections
 
+from rcca_jax.credit import blame
 from rcca_jax.credit import controlled
 from rcca_jax.data.selection import resolve_path
 from rcca_jax.evaluation.config import EvalConfig
@@ -38,8 +40,9 @@ MODES = ("train", "eval", "plan")
 LONG_PROMPTS = ("refuse", "skip")
 
 # Known fields: a nested dict, a dataclass (its fields), or None (a leaf).
+# rcca_negative_unblamed comes from credit.negative_unblamed (one name per default).
 _LOSS_FIELDS = {f.name: None for f in dataclasses.fields(losses.LossConfig)
-                if f.name != "policy_loss"}
+                if f.name not in ("policy_loss", "rcca_negative_unblamed")}
 SCHEMA: dict[str, Any] = {
     "seed": None, "model": LingConfig, "mesh": {a: None for a in mesh_lib.AXES},
     "micro_batches": None, "logits_chunk": None, "init_from_hf": None,
@@ -47,7 +50,7 @@ SCHEMA: dict[str, Any] = {
              "setting": None,
              "controlled": {**{f.name: None for f in dataclasses.fields(
                  controlled.ControlledSpec)}, "path": None}},
-    "credit": {"direct": None, "context": None, "cap": None},  # diagnostic weights
+    "credit": blame.CreditConfig,  # diagnostic weights, blame source, focused weights
     "sft": {"num_steps": None, "batch_size": None, "max_len": None, "log_every": None,
             "checkpoint_every": None, "per_family": None,
             "optimizer": optim.OptimizerConfig},
@@ -146,13 +149,14 @@ def _check_sections(c: _Collector) -> None:
   """Sections that a class builds: what the class refuses, with the field name."""
   for path, build in (("rl.loss", lambda v: losses.LossConfig.from_mapping(
                           {**v, "policy_loss": c.get("rl.policy_loss", "rcca")})),
+                      ("credit", blame.CreditConfig.from_mapping),
                       ("sft.optimizer", optim.OptimizerConfig.from_mapping),
                       ("rl.optimizer", optim.OptimizerConfig.from_mapping),
                       ("eval.evaluator", EvalConfig.from_dict)):
     value = c.get(path)
     if value is None:
       continue
-    schema = SCHEMA[path.split(".")[0]][path.split(".")[1]]
+    schema = functools.reduce(lambda node, name: node[name], path.split("."), SCHEMA)
     known = (schema if isinstance(schema, dict)
              else {f.name: None for f in dataclasses.fields(schema)})
     try:  # unknown fields are reported once, above
@@ -167,6 +171,8 @@ def _check_sections(c: _Collector) -> None:
   setting = c.get("data.setting", "natural")
   if setting not in SETTINGS:
     c.add(f"data.setting={setting!r}: expected one of {', '.join(SETTINGS)}")
+  elif c.get("credit.blame") == "oracle" and setting != "controlled":
+    c.add("credit.blame='oracle' needs data.setting='controlled' (the known bug sites)")
   elif setting == "controlled":
     fields = dict(c.get("data.controlled") or {})
     fields.pop("path", None)

@@ -1,10 +1,11 @@
-"""The run's typed parts from its experiment config: tokenizer, model, optimizer, updates
-and loss (the translation the trainer and `--mode=plan` share)."""
+"""The run's typed parts from its experiment config: tokenizer, model, optimizer, updates,
+credit and loss (the translation the trainer and `--mode=plan` share)."""
 
 from typing import Any
 
 import ml_collections
 
+from rcca_jax.credit import blame
 from rcca_jax.data import chat
 from rcca_jax.data.selection import resolve_path
 from rcca_jax.models import LingConfig
@@ -48,7 +49,15 @@ def update_config(config: ml_collections.ConfigDict) -> updates_lib.UpdateConfig
       recompute_old_logprobs=r.get("recompute_old_logprobs", False))
 
 
+def credit_config(config: ml_collections.ConfigDict) -> blame.CreditConfig:
+  """The typed `credit` section (defaults when the config has none)."""
+  return blame.CreditConfig.from_mapping(
+      config.credit.to_dict() if "credit" in config else None)
+
+
 def loss_config(config: ml_collections.ConfigDict) -> losses.LossConfig:
+  """`rl.loss` and `rl.policy_loss`, with `credit.negative_unblamed` (its one name)."""
   fields = dict(config.rl.loss.to_dict()) if "loss" in config.rl else {}
   fields["policy_loss"] = config.rl.policy_loss
+  fields["rcca_negative_unblamed"] = credit_config(config).negative_unblamed
   return losses.LossConfig.from_mapping(fields)

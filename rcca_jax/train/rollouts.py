@@ -5,8 +5,9 @@ in that text (the tokenizer's offset mapping, computed in linear time) lets the
 evaluator's issue spans become per-token diagnostic weights
 (`credit.diagnostic_weights`). Evaluation runs in a host-side `Grader`, by default the
 `EvalPool` (spawned workers with browsers and a per-response deadline, so a hung or
-crashing app costs at most its deadline). The RCCA effective weights are computed
-inside the loss from `wbar` and the advantages.
+crashing app costs at most its deadline). `credit.blame` picks what is blamed
+(`credit/blame.py`: the evaluator's issues, a placebo of them, or the known sites).
+The RCCA effective weights are computed inside the loss from `wbar` and the advantages.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from rcca_jax import credit
 from rcca_jax.base.schema import GATES
+from rcca_jax.credit import blame as blame_lib
 from rcca_jax.credit import controlled
 from rcca_jax.data import batching
 from rcca_jax.data import chat
@@ -25,6 +27,8 @@ from rcca_jax.evaluation.grader import Grader
 from rcca_jax.evaluation.pool import Job
 from rcca_jax.rl import grpo
 from rcca_jax.train.offsets import token_offsets
+
+PLACEBO_SALT = 0x9A1CEB0  # keeps placebo draws apart from other uses of the seed
 
 
 @dataclasses.dataclass
@@ -39,6 +43,8 @@ class Rollout:
   offsets: np.ndarray       # [len(tokens), 2] character ranges in `text`
   record: dict[str, Any] | None = None
   wbar: np.ndarray | None = None  # [len(tokens)] diagnostic weights
+  seed: int = 0             # the sampler's seed of its batch (seeds the placebo)
+  blame: str = "evaluator"  # where `wbar`'s blame came from (`assign_weights`)
 
   @property
   def reward(self) -> float | None:
@@ -82,18 +88,50 @@ def sample(sampler: Any, tokenizer: Any, tasks: Sequence[Any], *, n: int,
     rollouts.append(Rollout(task=tasks[task_index], sample_id=sample_id,
                             prompt=prompts[task_index], tokens=tokens,
                             logprobs=np.asarray(out.logprobs[row, :length], np.float32),
-                            text=text, offsets=offsets))
+                            text=text, offsets=offsets, seed=seed))
   return rollouts
 
 
 def evaluate(pool: Grader, rollouts: Sequence[Rollout], *,
-             weights: Mapping[str, float] | None = None) -> None:
-  """Fills each rollout's `record` (from the pool) and `wbar` (from its issues)."""
+             weights: Mapping[str, float] | None = None, blame: str = "evaluator"
+             ) -> None:
+  """Fills each rollout's `record` (from the pool) and `wbar` (`assign_weights`)."""
   jobs = [Job(task=r.task, response=r.text, sample_id=r.sample_id) for r in rollouts]
   for rollout, record in zip(rollouts, pool.run(jobs, progress=False)):
     rollout.record = record
-    rollout.wbar = credit.diagnostic_weights(rollout.offsets, record.get("issues") or [],
-                                             **dict(weights or {}))
+  assign_weights(rollouts, weights=weights, blame=blame)
+
+
+def assign_weights(rollouts: Sequence[Rollout], *,
+                   weights: Mapping[str, float] | None = None,
+                   blame: str = "evaluator") -> None:
+  """Each graded rollout's `wbar` (diagnostic weights `weights`) under `blame`
+  (`credit.blame`): the evaluator's issues; "placebo": those weights laid out at
+  random (seeded by the rollout's sampler seed and its row in `rollouts`); "oracle":
+  the known bug sites it carries, or the evaluator's issues when it is not a
+  combination of its task's sites (`rollout.blame` says which)."""
+  if blame not in blame_lib.BLAME_MODES:
+    raise ValueError(f"blame={blame!r}: expected one of {blame_lib.BLAME_MODES}")
+  for row, rollout in enumerate(rollouts):
+    issues, rollout.blame = (rollout.record or {}).get("issues") or [], "evaluator"
+    if blame == "oracle":
+      known = blame_lib.oracle_issues(rollout.task, rollout.text)
+      if known is not None:
+        issues, rollout.blame = known, "oracle"
+    wbar = credit.diagnostic_weights(rollout.offsets, issues, **dict(weights or {}))
+    if blame == "placebo":
+      wbar, rollout.blame = blame_lib.placebo_weights(
+          wbar, (PLACEBO_SALT, rollout.seed, row)), "placebo"
+    rollout.wbar = wbar
+
+
+def blame_stats(rollouts: Sequence[Rollout], blame: str) -> dict[str, float]:
+  """With oracle blame, the share of rollouts that kept the evaluator's blame (not a
+  combination of their task's sites); nothing for the other modes."""
+  if blame != "oracle":
+    return {}
+  return {"oracle_fallback_rate": float(np.mean([r.blame != "oracle" for r in rollouts]))
+          if rollouts else 0.0}
 
 
 def passed_all(record: Mapping[str, Any]) -> bool:

@@ -62,8 +62,8 @@ from rcca_jax.train import logging as logging_lib
 from rcca_jax.train import overlap as overlap_lib
 from rcca_jax.train import prompts as prompts_lib
 from rcca_jax.train import rollouts as rollouts_lib
-from rcca_jax.train.configs import (load_tokenizer, loss_config, model_config,
-                                    optimizer_config, update_config)
+from rcca_jax.train.configs import (credit_config, load_tokenizer, loss_config,
+                                    model_config, optimizer_config, update_config)
 
 LOCALIZE = "rcca_jax.credit.localize:localize_record"
 
@@ -132,7 +132,8 @@ class Trainer:
     self._sampler_obj: Optional[Sampler] = sampler
     self._dev_tasks: Optional[list] = None
     self._controlled: Optional[list] = None
-    self.credit_weights = dict(config.credit.to_dict()) if "credit" in config else {}
+    self.credit = credit_config(config)  # RL blame; dev evaluation keeps the evaluator's
+    self.credit_weights = self.credit.weights()  # credit.diagnostic_weights keywords
     self._rl_tasks: Optional[list] = None
     self.skipped_prompts = 0
 
@@ -396,6 +397,7 @@ class Trainer:
         if start % log_every == 0 or start == stage.num_steps:
           self.metrics.write("sft", start, {
               "loss": m["loss"], "nll": m["nll"], "grad_norm": m["grad_norm"],
+              "clipped": m["clipped"],
               "learning_rate": m["learning_rate"], "tokens": m["response_tokens"],
               "step_s": time.time() - t0})
         bar.update(loss=float(m["loss"]))
@@ -453,7 +455,8 @@ class Trainer:
     max_len = r.max_prompt_len + r.max_new_tokens
     source = overlap_lib.RolloutSource(
         functools.partial(self._sample_rl, tasks),
-        functools.partial(rollouts_lib.evaluate, self.pool(), weights=self.credit_weights),
+        functools.partial(rollouts_lib.evaluate, self.pool(), weights=self.credit_weights,
+                          blame=self.credit.blame),
         overlap_steps=r.get("overlap_steps", 0), num_steps=stage.num_steps,
         ahead_dir=os.path.join(self.workdir, "checkpoints", "rl_ahead"))
     bar = logging_lib.Progress("rl", stage.num_steps, start)
@@ -480,6 +483,7 @@ class Trainer:
           source.save(start)
         row = rollouts_lib.record_stats([x.record for x in rollouts])
         row.update(rollouts_lib.weight_shares(rollouts))
+        row.update(rollouts_lib.blame_stats(rollouts, self.credit.blame))
         if self.is_controlled:
           row.update(rollouts_lib.bug_stats(rollouts))
         row.update(m)
