@@ -40,8 +40,8 @@ _STYLE_PROPERTIES = frozenset({
     "margin", "margin-top", "margin-bottom", "margin-left", "margin-right", "padding",
     "padding-top", "padding-bottom", "padding-left", "padding-right", "gap",
     "border-radius", "font-family", "line-height", "letter-spacing", "max-width"})
-_COMMENTS = ("keep the page in sync with the state", "update the view",
-             "read the current values", "handle the user's input", "set up the page")
+_COMMENTS = ("sync the view", "update the view", "read the values", "handle input",
+             "set up the page")
 _RENAMES = {"e": "evt", "ev": "evt", "event": "evt", "el": "elem", "i": "idx", "n": "num",
             "x": "val", "v": "val", "s": "str", "t": "txt", "k": "key", "btn": "button"}
 # Names a fresh identifier must not take (keywords and globals a script may use).
