@@ -325,7 +325,7 @@ class MultiSiteTest(parameterized.TestCase):
                      "pass")
     too_many = controlled.ControlledSpec(families=FAMILIES, bug_sites=3, neutral_sites=400)
     with self.assertRaisesRegex(ValueError, "no task of .* has 3 bug and 400 neutral sites: "
-                                ".*neutral rewrites tried"):
+                                ".*neutral rewrites away from the bug sites"):
       controlled.build(train_tasks(), too_many, RuleScorer(rule))
 
   def test_pick_bugs_needs_a_rubric_of_its_own_for_each(self):
@@ -374,6 +374,31 @@ class TrainerControlledModeTest(absltest.TestCase):
       self.assertEqual([x.id for x in t.rl_tasks()], [x.id for x in built])
       self.assertEqual([x.id for x in t.dev_tasks()], [x.id for x in built])
       self.assertEqual(t.credit_weights, {"direct": 3.0, "context": 1.5, "cap": 4.0})
+    finally:
+      t.close()
+
+  def test_trainer_reads_a_multi_site_set(self):
+    from experiments import ablation_small  # pylint: disable=import-outside-toplevel
+    spec = controlled.ControlledSpec(families=FAMILIES, bug_sites=3, neutral_sites=4)
+    picked = controlled.pick_tasks(train_tasks(), spec)
+    built = controlled.build(train_tasks(), spec, RuleScorer(SiteRule(picked)))
+    path = self.create_tempfile().full_path
+    tasks_lib.write_tasks(path, built)
+    config = ablation_small.get_config()
+    config.model.hidden_size = 32
+    config.model.intermediate_size = 64
+    config.data.controlled.path = path
+    config.data.controlled.bug_sites = 3
+    config.data.controlled.neutral_sites = 4
+    config.data.controlled.draws = 6
+    t = trainer.Trainer(config, self.create_tempdir().full_path)
+    try:
+      examples = t.sft_examples()
+      want = [chat.format_sft_example(t.tokenizer, task.request, text)
+              for task, text in controlled.sft_targets(built, 6)]
+      self.assertEqual(examples, want)
+      self.assertLen(examples, 3 * 6)
+      self.assertEqual([x.id for x in t.rl_tasks()], [x.id for x in built])
     finally:
       t.close()
 

@@ -89,8 +89,9 @@ def build(picked: Sequence[Any], spec: Any, score: Scorer
           "separate places each fail a rubric the others pass")
     elif len(s.neutrals) < spec.neutral_sites:
       skipped[s.task.id] = (
-          f"{len(s.neutrals)} of {s.tried_neutrals} neutral rewrites tried score exactly the "
-          f"reference's reward apart from the bug sites; {spec.neutral_sites} needed")
+          f"{len(s.neutrals)} neutral rewrites away from the bug sites score exactly the "
+          f"reference's reward, gates and rubrics ({s.tried_neutrals} of "
+          f"{len(s.neutral_candidates)} candidates looked at); {spec.neutral_sites} needed")
     else:
       done.append(s)
   named = [_named(s, spec, i) for i, s in enumerate(done)]
