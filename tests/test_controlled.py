@@ -343,6 +343,17 @@ class MultiSiteTest(parameterized.TestCase):
     # [a, c, e] share their rubrics, [a, c, d] overlap: [a, e, d] is the first that fits.
     self.assertEqual(multisite.pick_bugs([a, c, e, d], 3), [a, e, d])
 
+  def test_pick_neutrals_takes_one_per_kind_first(self):
+    def site(name, start, kind):
+      return sites_lib.Site(name=name, kind="neutral", start=start, end=start + 1,
+                            variant="?", operator=kind)
+    bug = sites_lib.Site(name="bug0", kind="bug", start=0, end=2, variant="!")
+    a, b, c, d = (site("a", 1, "comment"), site("b", 4, "comment"), site("c", 6, "rename"),
+                  site("d", 8, "comment"))
+    self.assertEqual(multisite.pick_neutrals([a, b, c, d], [bug], 2), [b, c])  # a overlaps
+    self.assertEqual(multisite.pick_neutrals([a, b, c, d], [bug], 3), [b, c, d])
+    self.assertEqual(multisite.pick_neutrals([a, b, c, d], [bug], 5), [b, c, d])
+
   def test_bad_site_counts(self):
     with self.assertRaisesRegex(ValueError, "bug_sites must be >= 1"):
       controlled.ControlledSpec(families=FAMILIES, bug_sites=0)

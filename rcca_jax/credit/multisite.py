@@ -12,8 +12,9 @@ For each task the reference answer is scored, then candidate edits, each alone:
   and each fail a rubric that none of the others fails, so each bug is visible in the
   rubric outcomes whichever others are present;
 - neutral candidates are `credit/neutral.py`'s rewrites. A candidate is usable when its
-  reward, gates and rubric outcomes equal the reference's exactly; the first K_neutral
-  usable ones that overlap no chosen site are kept.
+  reward, gates and rubric outcomes equal the reference's exactly; K_neutral usable
+  ones that overlap no chosen site are kept, of different kinds where the task has
+  enough kinds (`pick_neutrals`).
 Candidates are scored in rounds, one batch over all tasks per round (the browser is the
 expensive part), a few per task at a time, until every task is complete or out of
 candidates. Candidate order is seeded: operators (rewrite kinds) round-robin, the first
@@ -62,6 +63,7 @@ class _State:
   bug_candidates: list[Site]
   neutral_candidates: list[Site]
   usable_bugs: list[Site] = dataclasses.field(default_factory=list)
+  usable_neutrals: list[Site] = dataclasses.field(default_factory=list)
   bugs: list[Site] | None = None
   neutrals: list[Site] = dataclasses.field(default_factory=list)
   tried_bugs: int = 0
@@ -220,29 +222,58 @@ def pick_bugs(usable: Sequence[Site], k: int) -> list[Site] | None:
 
 
 def _choose_neutrals(states: list[_State], spec: Any, score: Scorer) -> None:
-  chunk = spec.neutral_sites + 2
+  """Scores neutral candidates (those missing the bug sites) until `pick_neutrals` has
+  K_neutral sites of different kinds, or has K_neutral sites and every kind was tried."""
+  chunk, k = spec.neutral_sites + 2, spec.neutral_sites
+
+  def searching(s: _State) -> bool:
+    if s.bugs is None or s.tried_neutrals == len(s.neutral_candidates):
+      return False
+    picked = pick_neutrals(s.usable_neutrals, s.bugs, k)
+    kinds = {c.operator for c in s.neutral_candidates}
+    tried = {c.operator for c in s.neutral_candidates[:s.tried_neutrals]}
+    return len(picked) < k or (len({x.operator for x in picked}) < k and tried != kinds)
+
   while True:
-    todo = [s for s in states if s.bugs is not None and len(s.neutrals) < spec.neutral_sites
-            and s.tried_neutrals < len(s.neutral_candidates)]
+    todo = [s for s in states if searching(s)]
     if not todo:
-      return
+      break
     batch = []
     for s in todo:
-      taken = s.bugs + s.neutrals
-      while s.tried_neutrals < len(s.neutral_candidates) and sum(x is s for x, _ in batch) < chunk:
+      n = 0
+      while s.tried_neutrals < len(s.neutral_candidates) and n < chunk:
         c = s.neutral_candidates[s.tried_neutrals]
         s.tried_neutrals += 1
-        if not any(clash(c, x) for x in taken):
+        if not any(clash(c, x) for x in s.bugs):
           batch.append((s, c))
+          n += 1
     records = score([(s.task, sites_lib.render(s.reference, [c], {c.name: True})[0])
                      for s, c in batch])
     for (s, c), rec in zip(batch, records):
-      same = (reward_of(rec) == reward_of(s.record)
-              and outcomes_of(rec) == outcomes_of(s.record)
-              and dict(rec.get("gates") or {}) == dict(s.record.get("gates") or {}))
-      if same and len(s.neutrals) < spec.neutral_sites and not any(
-          clash(c, x) for x in s.bugs + s.neutrals):
-        s.neutrals.append(dataclasses.replace(c, rate=NEUTRAL_RATE, reward=reward_of(rec)))
+      if (reward_of(rec) == reward_of(s.record)
+          and outcomes_of(rec) == outcomes_of(s.record)
+          and dict(rec.get("gates") or {}) == dict(s.record.get("gates") or {})):
+        s.usable_neutrals.append(dataclasses.replace(c, rate=NEUTRAL_RATE,
+                                                     reward=reward_of(rec)))
+  for s in states:
+    if s.bugs is not None:
+      s.neutrals = pick_neutrals(s.usable_neutrals, s.bugs, k)
+
+
+def pick_neutrals(usable: Sequence[Site], taken: Sequence[Site], k: int) -> list[Site]:
+  """Up to k of `usable` that overlap neither `taken` nor each other: first one per kind
+  (in order), then any."""
+  out: list[Site] = []
+  for one_per_kind in (True, False):
+    for c in usable:
+      if len(out) == k:
+        return out
+      if c in out or any(clash(c, x) for x in list(taken) + out):
+        continue
+      if one_per_kind and any(x.operator == c.operator for x in out):
+        continue
+      out.append(c)
+  return out
 
 
 def _named(s: _State, spec: Any, i: int) -> list[Site]:
