@@ -45,6 +45,8 @@ def get_config() -> ml_collections.ConfigDict:
       draws=20,
       max_mutant_reward=0.9,
       seed=0,
+      bug_sites=1,  # K_bug bug sites per request; 1 and 0 neutral: the one-mutant setting
+      neutral_sites=0,  # K_neutral reward-neutral rewrites per request (credit/neutral.py)
       path="",  # empty: DIR/controlled_tasks.jsonl (the ablation runner shares one)
   ))
   # Diagnostic weights of METHOD §5 (credit.diagnostic_weights keywords), the blame

@@ -1,19 +1,27 @@
 """The ablation's controlled setting: task choice, mutant choice, SFT mix, bug outcomes."""
 
 import collections
+import os
 
+import numpy as np
+import pytest
 from absl.testing import absltest
 from absl.testing import parameterized
 
 from rcca_jax.credit import controlled
+from rcca_jax.credit import multisite
+from rcca_jax.credit import neutral
+from rcca_jax.credit import sites as sites_lib
 from rcca_jax.data import chat
 from rcca_jax.data import selection
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.pool import EvalPool, Job
+from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import trainer
 
 FAMILIES = ("dark_mode", "char_counter", "counter")
+COMMITTED = "experiments/results/ablation_small/controlled_tasks.jsonl"
 
 
 def train_tasks():
@@ -21,14 +29,63 @@ def train_tasks():
 
 
 class RuleScorer:
-  """Scores by a rule on the text; records what it was asked."""
+  """Scores by a rule on the text (a reward, or a whole record); records what it was
+  asked."""
 
   def __init__(self, rule):
-    self.rule, self.calls = rule, []
+    self.rule, self.calls, self.tasks = rule, [], []
 
   def __call__(self, pairs):
     self.calls.append(len(pairs))
-    return [self.rule(task, text) for task, text in pairs]
+    self.tasks.append({t.id for t, _ in pairs})
+    out = []
+    for task, text in pairs:
+      got = self.rule(task, text)
+      out.append(got if isinstance(got, dict) else {"reward": got, "rubrics": []})
+    return out
+
+
+def record(task, failed=(), reward=None, runtime=True):
+  """A record of `task` in which the rubrics `failed` fail."""
+  return {"reward": (1.0 if not failed else 0.5) if reward is None else reward,
+          "gates": {"format": True, "source": True, "runtime": runtime},
+          "rubrics": [{"id": r.id, "passed": r.id not in failed} for r in task.rubrics]}
+
+
+def neutral_texts(task):
+  """The responses of `task`'s neutral rewrite candidates, each alone."""
+  ref = sites_lib.reference_answer(task)
+  protected = [task.request] + [r.check or "" for r in task.rubrics]
+  return {sites_lib.render(ref, [s], {s.name: True})[0]
+          for s in neutral.rewrites(ref, protected=protected)}
+
+
+class SiteRule:
+  """A stand-in for the browser: the reference passes; a neutral rewrite passes unless
+  it starts at a position divisible by 3 (then rubric r1 fails by a little); any other
+  edit (a mutant) fails the rubric picked by its position, `r{(p // 40) % n + 1}`, and
+  the runtime gate too where p is divisible by 5."""
+
+  def __init__(self, tasks):
+    self.neutral = {t.id: neutral_texts(t) for t in tasks}
+    self.rejected = set()
+    self.gate_failures = 0
+
+  def __call__(self, task, text):
+    ref = sites_lib.reference_answer(task)
+    if text == ref:
+      return record(task)
+    p = next(i for i, (a, b) in enumerate(zip(ref, text + "\0")) if a != b)
+    if text in self.neutral[task.id]:
+      if p % 3:
+        return record(task)
+      self.rejected.add(text)
+      return record(task, failed=("r1",), reward=0.95)
+    failed = (task.rubrics[(p // 40) % len(task.rubrics)].id,)
+    if p % 5 == 0:
+      self.gate_failures += 1
+      return record(task, failed=failed, reward=0.1, runtime=False)
+    return record(task, failed=failed)
 
 
 class ControlledTest(parameterized.TestCase):
@@ -122,12 +179,186 @@ class ControlledTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "no 'controlled' record"):
       controlled.info(train_tasks()[0])
 
+  def test_one_bug_site_rebuilds_the_committed_file_from_its_rewards(self):
+    # The committed file's scores replayed (its mutant's reward, 1.0 for any other text):
+    # bug_sites=1, neutral_sites=0 takes today's path and writes the same bytes.
+    from experiments import ablation_small  # pylint: disable=import-outside-toplevel
+    committed = {t.id: controlled.info(t) for t in tasks_lib.load_tasks(COMMITTED)}
+
+    def replay(task, text):
+      return committed[task.id]["reward"] if text == committed[task.id]["response"] else 1.0
+    spec = controlled.ControlledSpec.from_mapping(
+        ablation_small.get_config().data.controlled.to_dict())
+    self.assertEqual((spec.bug_sites, spec.neutral_sites, spec.multi_site), (1, 0, False))
+    path = self.create_tempfile().full_path
+    tasks_lib.write_tasks(path, controlled.build(train_tasks(), spec, RuleScorer(replay)))
+    with open(path, "rb") as got, open(COMMITTED, "rb") as want:
+      self.assertEqual(got.read(), want.read())
+
   def test_round_trips_through_a_task_file(self):
     built = controlled.build(train_tasks(), self.spec(), RuleScorer(lambda t, text: 0.1))
     path = self.create_tempfile().full_path
     tasks_lib.write_tasks(path, built)
     self.assertEqual([controlled.info(t) for t in tasks_lib.load_tasks(path)],
                      [controlled.info(t) for t in built])
+
+
+class MultiSiteTest(parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.spec = controlled.ControlledSpec(families=FAMILIES, bug_sites=3, neutral_sites=4)
+    picked = controlled.pick_tasks(train_tasks(), cls.spec)
+    cls.rule = SiteRule(picked)
+    cls.scorer = RuleScorer(cls.rule)
+    cls.built = controlled.build(train_tasks(), cls.spec, cls.scorer)
+
+  def test_each_task_gets_its_sites(self):
+    self.assertEqual([t.id for t in self.built],
+                     [t.id for t in controlled.pick_tasks(train_tasks(), self.spec)])
+    for i, task in enumerate(self.built):
+      ref = sites_lib.reference_answer(task)
+      sites = sites_lib.sites_of(task)
+      sites_lib.check_sites(ref, sites)
+      bugs = [s for s in sites if s.kind == "bug"]
+      neutrals = [s for s in sites if s.kind == "neutral"]
+      self.assertEqual(sorted(s.name for s in bugs), ["bug0", "bug1", "bug2"])
+      self.assertEqual(sorted(s.name for s in neutrals), [f"neutral{j}" for j in range(4)])
+      for s in bugs:  # the rubric the rule fails, and one the other bugs do not fail
+        text, _ = sites_lib.render(ref, [s], {s.name: True})
+        got = self.rule(task, text)
+        self.assertEqual(s.rubrics, tuple(r["id"] for r in got["rubrics"] if not r["passed"]))
+        self.assertEqual((s.reward, got["gates"]["runtime"]), (0.5, True))
+        self.assertIn(s.operator, self.spec.operators + multisite.FALLBACK_OPERATORS)
+      self.assertLen({s.rubrics for s in bugs}, 3)
+      self.assertEqual([s.rate for s in bugs],
+                       [self.spec.rates[(3 * i + j) % 4] for j in range(3)])
+      for s in neutrals:
+        text, _ = sites_lib.render(ref, [s], {s.name: True})
+        self.assertIn(text, self.rule.neutral[task.id])
+        self.assertNotIn(text, self.rule.rejected)
+        self.assertEqual((s.rate, s.reward), (0.5, 1.0))
+      rec = controlled.info(task)
+      all_bugs, _ = sites_lib.render(ref, sites, {s.name: s.kind == "bug" for s in sites})
+      self.assertEqual((rec["response"], rec["rate"], rec["seed"]),
+                       (all_bugs, [s.rate for s in bugs], 0))
+      self.assertEqual(rec["operator"], "+".join(s.operator for s in bugs))
+
+  def test_scoring_is_batched_over_tasks(self):
+    self.assertTrue(self.rule.rejected)  # some neutral candidates were refused
+    self.assertGreater(self.rule.gate_failures, 0)  # and some mutants that fail a gate
+    self.assertEqual(self.scorer.tasks[0], {t.id for t in self.built})  # the references
+    self.assertLess(len(self.scorer.calls), sum(self.scorer.calls) / 2)
+    self.assertEqual(self.scorer.tasks[-1], {t.id for t in self.built})  # the all-bug texts
+
+  def test_deterministic(self):
+    again = controlled.build(train_tasks(), self.spec, RuleScorer(SiteRule(self.built)))
+    self.assertEqual([controlled.info(t) for t in again],
+                     [controlled.info(t) for t in self.built])
+
+  def test_sft_targets_have_exact_independent_marginals(self):
+    draws = 20
+    pairs = controlled.sft_targets(self.built, draws)
+    self.assertLen(pairs, draws * len(self.built))
+    self.assertEqual(pairs, controlled.sft_targets(self.built, draws))
+    for task in self.built:
+      ref = sites_lib.reference_answer(task)
+      sites = sites_lib.sites_of(task)
+      choices = [sites_lib.decompose(ref, sites, text) for t, text in pairs if t.id == task.id]
+      self.assertNotIn(None, choices)
+      patterns = set()
+      for s in sites:
+        carried = tuple(c[s.name] for c in choices)
+        self.assertEqual(sum(carried), round(s.rate * draws), s.name)
+        patterns.add(carried)
+      self.assertLen(patterns, len(sites))  # a permutation of its own per site
+    # Exact marginals whatever the rate: 0.25 and 0.75 of 20 draws are 5 and 15.
+    self.assertEqual(sorted({round(r * draws) for r in self.spec.rates}), [5, 12, 15, 18])
+
+  def test_site_outcomes_and_bug_stats(self):
+    task = self.built[0]
+    ref = sites_lib.reference_answer(task)
+    sites = sites_lib.sites_of(task)
+    choice = {s.name: s.name in ("bug0", "bug2", "neutral1") for s in sites}
+    text, spans = sites_lib.render(ref, sites, choice)
+    s0, s2 = spans["bug0"], spans["bug2"]
+    issues = [{"direct": [[s0[0], s0[0] + 1]], "context": []},
+              {"direct": [], "context": [[s2[1] - 1, s2[1] + 2]]}]
+    o = controlled.site_outcome(task, text, issues)
+    self.assertEqual(o["sites"], choice)
+    self.assertEqual(o["hits"], {"bug0": {"direct": True, "any": True},
+                                 "bug2": {"direct": False, "any": True}})
+    self.assertEqual(controlled.bug_outcome(task, text, issues),
+                     {"bug": True, "reference": False, "direct_hit": False, "any_hit": True})
+    neutral_only, _ = sites_lib.render(ref, sites, {"neutral0": True})
+    self.assertEqual(controlled.bug_outcome(task, neutral_only, []),
+                     {"bug": False, "reference": False, "direct_hit": False, "any_hit": False})
+    self.assertIsNone(controlled.site_outcome(task, text + "\n<!-- -->", [])["sites"])
+
+    def rollout(text, issues=()):
+      return rollouts_lib.Rollout(task=task, sample_id=0, prompt=[], tokens=[],
+                                  logprobs=np.zeros(0), text=text, offsets=np.zeros((0, 2)),
+                                  record={"issues": list(issues)})
+    stats = rollouts_lib.bug_stats([rollout(text, issues), rollout(ref), rollout(neutral_only),
+                                    rollout("something else")])
+    self.assertEqual(stats, {
+        "bug_rate": 2 / 12, "bug_rate_decomposable": 2 / 9, "neutral_rate": 2 / 12,
+        "reference_rate": 0.25, "decomposable_rate": 0.75,
+        "bug_direct_recall": 0.5, "bug_any_recall": 1.0})
+
+  def test_a_task_without_enough_sites_is_skipped_with_its_reason(self):
+    first = controlled.pick_tasks(train_tasks(), self.spec)[0]
+    rule = SiteRule(controlled.pick_tasks(train_tasks(), self.spec))
+
+    def one_rubric_for_the_first(task, text):  # every mutant of the first fails r2 only
+      out = rule(task, text)
+      if task.id == first.id and out["reward"] == 0.5:
+        return record(task, failed=("r2",))
+      return out
+    with self.assertLogs(logger="absl", level="WARNING") as logs:
+      built = controlled.build(train_tasks(), self.spec, RuleScorer(one_rubric_for_the_first))
+    self.assertEqual([t.id for t in built], [t.id for t in self.built[1:]])
+    (line,) = logs.output
+    self.assertRegex(line, f"task {first.id} skipped: .* bug mutants .* with the gates "
+                     "passing; no 3 of them at separate places each fail a rubric the others "
+                     "pass")
+    too_many = controlled.ControlledSpec(families=FAMILIES, bug_sites=3, neutral_sites=400)
+    with self.assertRaisesRegex(ValueError, "no task of .* has 3 bug and 400 neutral sites: "
+                                ".*neutral rewrites away from the bug sites"):
+      controlled.build(train_tasks(), too_many, RuleScorer(rule))
+
+  def test_pick_bugs_needs_a_rubric_of_its_own_for_each(self):
+    def site(name, start, rubrics):
+      return sites_lib.Site(name=name, kind="bug", start=start, end=start + 1, variant="?",
+                            rubrics=rubrics)
+    a, b, c, d = (site("a", 0, ("r1", "r2")), site("b", 5, ("r2",)), site("c", 10, ("r2", "r3")),
+                  site("d", 10, ("r4",)))
+    self.assertIsNone(multisite.pick_bugs([a, b, c], 2 + 1))  # b is inside a and c
+    self.assertEqual(multisite.pick_bugs([a, b, c], 2), [a, c])
+    self.assertIsNone(multisite.pick_bugs([a, c, d], 3))  # c and d overlap
+    self.assertEqual(multisite.pick_bugs([a, c, b, d], 2), [a, c])
+    e = site("e", 20, ("r1", "r3"))
+    self.assertIsNone(multisite.pick_bugs([a, c, e], 3))  # e's rubrics are a's and c's
+    # [a, c, e] share their rubrics, [a, c, d] overlap: [a, e, d] is the first that fits.
+    self.assertEqual(multisite.pick_bugs([a, c, e, d], 3), [a, e, d])
+
+  def test_pick_neutrals_takes_one_per_kind_first(self):
+    def site(name, start, kind):
+      return sites_lib.Site(name=name, kind="neutral", start=start, end=start + 1,
+                            variant="?", operator=kind)
+    bug = sites_lib.Site(name="bug0", kind="bug", start=0, end=2, variant="!")
+    a, b, c, d = (site("a", 1, "comment"), site("b", 4, "comment"), site("c", 6, "rename"),
+                  site("d", 8, "comment"))
+    self.assertEqual(multisite.pick_neutrals([a, b, c, d], [bug], 2), [b, c])  # a overlaps
+    self.assertEqual(multisite.pick_neutrals([a, b, c, d], [bug], 3), [b, c, d])
+    self.assertEqual(multisite.pick_neutrals([a, b, c, d], [bug], 5), [b, c, d])
+
+  def test_bad_site_counts(self):
+    with self.assertRaisesRegex(ValueError, "bug_sites must be >= 1"):
+      controlled.ControlledSpec(families=FAMILIES, bug_sites=0)
+    with self.assertRaisesRegex(ValueError, "neutral_sites >= 0"):
+      controlled.ControlledSpec(families=FAMILIES, neutral_sites=-1)
 
 
 class TrainerControlledModeTest(absltest.TestCase):
@@ -157,18 +388,59 @@ class TrainerControlledModeTest(absltest.TestCase):
     finally:
       t.close()
 
+  def test_trainer_reads_a_multi_site_set(self):
+    from experiments import ablation_small  # pylint: disable=import-outside-toplevel
+    spec = controlled.ControlledSpec(families=FAMILIES, bug_sites=3, neutral_sites=4)
+    picked = controlled.pick_tasks(train_tasks(), spec)
+    built = controlled.build(train_tasks(), spec, RuleScorer(SiteRule(picked)))
+    path = self.create_tempfile().full_path
+    tasks_lib.write_tasks(path, built)
+    config = ablation_small.get_config()
+    config.model.hidden_size = 32
+    config.model.intermediate_size = 64
+    config.data.controlled.path = path
+    config.data.controlled.bug_sites = 3
+    config.data.controlled.neutral_sites = 4
+    config.data.controlled.draws = 6
+    t = trainer.Trainer(config, self.create_tempdir().full_path)
+    try:
+      examples = t.sft_examples()
+      want = [chat.format_sft_example(t.tokenizer, task.request, text)
+              for task, text in controlled.sft_targets(built, 6)]
+      self.assertEqual(examples, want)
+      self.assertLen(examples, 3 * 6)
+      self.assertEqual([x.id for x in t.rl_tasks()], [x.id for x in built])
+    finally:
+      t.close()
+
 
 class ControlledWithEvaluatorTest(absltest.TestCase):
+
+  @pytest.mark.slow
+  def test_the_trainer_rebuilds_the_committed_file_in_the_browser(self):
+    from experiments import ablation_small  # pylint: disable=import-outside-toplevel
+    config = ablation_small.get_config()
+    config.model.hidden_size = 32
+    config.model.intermediate_size = 64
+    path = os.path.join(self.create_tempdir().full_path, "controlled_tasks.jsonl")
+    config.data.controlled.path = path
+    t = trainer.Trainer(config, self.create_tempdir().full_path)
+    try:
+      t.controlled_tasks()
+    finally:
+      t.close()
+    with open(path, "rb") as got, open(COMMITTED, "rb") as want:
+      self.assertEqual(got.read(), want.read())
 
   def test_chosen_mutants_fail_in_the_browser(self):
     spec = controlled.ControlledSpec(families=FAMILIES[:2])
     with EvalPool(EvalConfig(), workers=1) as pool:
       def score(pairs):
         jobs = [Job(task=t, response=text, sample_id=i) for i, (t, text) in enumerate(pairs)]
-        return [r["reward"] for r in pool.run(jobs, progress=False)]
+        return list(pool.run(jobs, progress=False))
       built = controlled.build(train_tasks(), spec, score)
-      rewards = score([(t, controlled.info(t)["response"]) for t in built]
-                      + [(t, chat.format_response(t.reference)) for t in built])
+      rewards = [r["reward"] for r in score([(t, controlled.info(t)["response"]) for t in built]
+                      + [(t, chat.format_response(t.reference)) for t in built])]
     self.assertTrue(all(r <= 0.9 for r in rewards[:2]), rewards)
     self.assertEqual(rewards[2:], [1.0, 1.0])
     self.assertEqual([controlled.info(t)["reward"] for t in built], rewards[:2])

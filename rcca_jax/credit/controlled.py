@@ -13,21 +13,33 @@ The set is materialised once as a task file: ordinary tasks (CONTRACTS §1) with
 `extra["controlled"] = {"operator", "description", "response", "bug_span", "rate",
 "reward"}` (the mutant response is the full answer text, fence included), so every arm
 and seed of an ablation reads the same bugs.
+
+With `bug_sites` > 1 or `neutral_sites` > 0 (the multi-site setting, `credit/multisite.py`)
+each task has several known sites instead, `extra["controlled"]["sites"]` (`Site.to_json`),
+beside `operator` (the bug sites' operators joined by "+"), `description`, `rate` (the
+bug sites' rates, a list), `response` and `reward` (the response with every bug site
+and no neutral site) and `seed`; tasks without enough sites are skipped with a logged
+reason. SFT targets then draw every site independently (`sft_targets`), and outcomes are
+read site by site (`site_outcome`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
+
+from absl import logging
 
 from rcca_jax.base import mapping
-from rcca_jax.credit import mutations
+from rcca_jax.credit import multisite, mutations
+from rcca_jax.credit import sites as sites_lib
 from rcca_jax.data import chat
 from rcca_jax.data.tasks import Task, family_of
 
-# Scores (task, response) pairs; returns one reward per pair (the evaluator in practice).
-Scorer = Callable[[Sequence[tuple[Task, str]]], list[float]]
+# Scores (task, response) pairs: one evaluation record (CONTRACTS §4: "reward",
+# "gates", "rubrics", ...) per pair; the evaluator in practice.
+Scorer = multisite.Scorer
 KEY = "controlled"
 
 
@@ -42,6 +54,12 @@ class ControlledSpec:
   draws: int = 20
   max_mutant_reward: float = 0.9
   seed: int = 0
+  bug_sites: int = 1      # K_bug: bug sites per task (1 and no neutral site: one mutant)
+  neutral_sites: int = 0  # K_neutral: neutral sites per task
+
+  @property
+  def multi_site(self) -> bool:
+    return self.bug_sites != 1 or self.neutral_sites != 0
 
   def __post_init__(self):
     if not self.families:
@@ -55,6 +73,9 @@ class ControlledSpec:
                        f"(known: {list(mutations.OPERATORS)})")
     if self.draws < 1 or self.tasks_per_family < 1:
       raise ValueError("data.controlled.draws and tasks_per_family must be >= 1")
+    if self.bug_sites < 1 or self.neutral_sites < 0:
+      raise ValueError(f"data.controlled.bug_sites must be >= 1 and neutral_sites >= 0, got "
+                       f"{self.bug_sites} and {self.neutral_sites}")
 
   @classmethod
   def from_mapping(cls, d: Mapping[str, Any]) -> "ControlledSpec":
@@ -82,8 +103,12 @@ def build(tasks: Sequence[Task], spec: ControlledSpec, score: Scorer) -> list[Ta
   Candidates are the task's mutants of the operator assigned to it (round-robin over
   `spec.operators`, the others as fallbacks), in a seeded order; the first whose reward
   is at most `max_mutant_reward` is kept. A task without such a mutant is an error.
+  The multi-site setting (`spec.multi_site`) is `credit/multisite.py`'s: a task without
+  enough sites is skipped (logged with the reason); none left is an error.
   """
   picked = pick_tasks(tasks, spec)
+  if spec.multi_site:
+    return _build_multi_site(picked, spec, score)
   candidates: list[list[mutations.Mutant]] = []
   for i, task in enumerate(picked):
     response = chat.format_response(task.reference)
@@ -98,7 +123,8 @@ def build(tasks: Sequence[Task], spec: ControlledSpec, score: Scorer) -> list[Ta
     todo = [i for i, found in enumerate(candidates) if chosen[i] is None and k < len(found)]
     if not todo:
       break
-    rewards = score([(picked[i], candidates[i][k].response) for i in todo])
+    rewards = [multisite.reward_of(r)
+               for r in score([(picked[i], candidates[i][k].response) for i in todo])]
     for i, reward in zip(todo, rewards):
       if reward <= spec.max_mutant_reward:
         chosen[i] = (candidates[i][k], float(reward))
@@ -113,6 +139,19 @@ def build(tasks: Sequence[Task], spec: ControlledSpec, score: Scorer) -> list[Ta
               "reward": reward}
     out.append(dataclasses.replace(task, extra={**dict(task.extra or {}), KEY: record}))
   return out
+
+
+def _build_multi_site(picked: Sequence[Task], spec: ControlledSpec, score: Scorer
+                      ) -> list[Task]:
+  built, skipped = multisite.build(picked, spec, score)
+  for task_id, reason in skipped.items():
+    logging.warning("controlled setting: task %s skipped: %s", task_id, reason)
+  if not built:
+    raise ValueError(f"controlled setting: no task of {list(spec.families)} has "
+                     f"{spec.bug_sites} bug and {spec.neutral_sites} neutral sites: "
+                     + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
+  return [dataclasses.replace(task, extra={**dict(task.extra or {}), KEY: record})
+          for task, record in built]
 
 
 def _rate(spec: ControlledSpec, i: int) -> float:
@@ -132,29 +171,77 @@ def info(task: Task) -> Mapping[str, Any]:
 
 def sft_targets(tasks: Sequence[Task], draws: int) -> list[tuple[Task, str]]:
   """(task, answer text) pairs: per task `round(rate * draws)` mutants, the rest the
-  reference."""
+  reference.
+
+  A multi-site task's `draws` targets draw every site independently with exact
+  marginals: exactly `round(site.rate * draws)` of them carry site's variant, the
+  targets picked by a permutation of the draws seeded by (record seed, task id, site
+  name), one per site.
+  """
   out = []
   for task in tasks:
     rec = info(task)
+    if "sites" in rec:
+      out += [(task, text) for text in _multi_site_targets(task, rec, draws)]
+      continue
     n_mut = int(round(rec["rate"] * draws))
     reference = chat.format_response(task.reference)
     out += [(task, rec["response"])] * n_mut + [(task, reference)] * (draws - n_mut)
   return out
 
 
+def _multi_site_targets(task: Task, rec: Mapping[str, Any], draws: int) -> list[str]:
+  reference = sites_lib.reference_answer(task)
+  sites = sites_lib.sites_of(task)
+  carriers = {}
+  for site in sites:
+    order = random.Random(f"{rec['seed']}:{task.id}:{site.name}").sample(range(draws), draws)
+    carriers[site.name] = set(order[:int(round(site.rate * draws))])
+  return [sites_lib.render(reference, sites, {n: d in c for n, c in carriers.items()})[0]
+          for d in range(draws)]
+
+
+def site_outcome(task: Task, text: str, issues: Sequence[Mapping[str, Any]]
+                 ) -> dict[str, Any]:
+  """What `text` is, site by site.
+
+  `sites`: which sites carry their variant (`sites.decompose`; None when the text is
+  not a combination of the task's sites), `reference`: the exact reference, `hits`:
+  per bug site present, whether a direct / a direct or context span of `issues`
+  overlaps the bug's span in `text` ({name: {"direct": bool, "any": bool}}). A
+  single-bug record's bug span is its `bug_span`; a deletion's empty span is the
+  character after it.
+  """
+  rec = info(task)
+  reference = sites_lib.reference_answer(task)
+  sites = sites_lib.sites_of(task)
+  choice = sites_lib.decompose(reference, sites, text)
+  blamed: dict[str, tuple[int, int]] = {}
+  if choice is not None and "sites" not in rec:
+    if choice["bug0"]:
+      s, e = rec["bug_span"]
+      blamed["bug0"] = (s, max(e, s + 1))
+  elif choice is not None:
+    _, spans = sites_lib.render(reference, sites, choice)
+    present = [x for x in sites if x.kind == "bug" and choice[x.name]]
+    blamed = dict(zip([x.name for x in present], sites_lib.blame_spans(spans, present, choice)))
+  hits = {}
+  for name, (s, e) in blamed.items():
+    def hit(key: str) -> bool:
+      return any(a < e and s < b for i in issues for a, b in i.get(key) or [])
+    direct = hit("direct")
+    hits[name] = {"direct": direct, "any": direct or hit("context")}
+  return {"sites": choice, "reference": text == reference, "hits": hits}
+
+
 def bug_outcome(task: Task, text: str, issues: Sequence[Mapping[str, Any]]
                 ) -> dict[str, bool]:
-  """Whether `text` is the task's mutant, its reference, and (for the mutant) whether a
-  direct / direct-or-context span of `issues` overlaps the bug span."""
-  rec = info(task)
-  is_bug = text == rec["response"]
-  out = {"bug": is_bug, "reference": text == chat.format_response(task.reference),
-         "direct_hit": False, "any_hit": False}
-  if is_bug:
-    s, e = rec["bug_span"]
-    e = max(e, s + 1)  # a deletion's empty span: the character after it
-    def hits(spans):
-      return any(a < e and s < b for a, b in spans or [])
-    out["direct_hit"] = any(hits(i.get("direct")) for i in issues)
-    out["any_hit"] = out["direct_hit"] or any(hits(i.get("context")) for i in issues)
-  return out
+  """Whether `text` carries a known bug (single-bug task: is its mutant; multi-site:
+  is a combination of its sites with at least one bug site), is its reference, and
+  whether every bug present has a direct / a direct or context span of `issues` on it
+  (`site_outcome`)."""
+  o = site_outcome(task, text, issues)
+  hits = o["hits"].values()
+  return {"bug": bool(hits), "reference": o["reference"],
+          "direct_hit": bool(hits) and all(h["direct"] for h in hits),
+          "any_hit": bool(hits) and all(h["any"] for h in hits)}

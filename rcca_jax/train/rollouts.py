@@ -21,6 +21,7 @@ from rcca_jax import credit
 from rcca_jax.base.schema import GATES
 from rcca_jax.credit import blame as blame_lib
 from rcca_jax.credit import controlled
+from rcca_jax.credit import sites as sites_lib
 from rcca_jax.data import batching
 from rcca_jax.data import chat
 from rcca_jax.evaluation.grader import Grader
@@ -196,14 +197,44 @@ def weight_shares(rollouts: Sequence[Rollout]) -> dict[str, float]:
 
 
 def bug_stats(rollouts: Sequence[Rollout]) -> dict[str, float]:
-  """Controlled setting: share of rollouts that are the task's known mutant or its
-  reference, and blame recall on those mutants (a direct / any span on the bug)."""
-  outcomes = [controlled.bug_outcome(r.task, r.text, (r.record or {}).get("issues") or [])
-              for r in rollouts]
-  n, bugs = max(len(outcomes), 1), [o for o in outcomes if o["bug"]]
-  stats = {"bug_rate": len(bugs) / n,
-           "reference_rate": sum(o["reference"] for o in outcomes) / n}
-  if bugs:
-    stats["bug_direct_recall"] = sum(o["direct_hit"] for o in bugs) / len(bugs)
-    stats["bug_any_recall"] = sum(o["any_hit"] for o in bugs) / len(bugs)
+  """Controlled setting, over (rollout, bug site) pairs (`controlled.site_outcome`).
+
+  - `bug_rate`: share of (rollout, bug site) pairs whose rollout carries that bug, over
+    all rollouts (one that is no combination of its task's sites carries none); for
+    single-bug tasks the share of rollouts that are the known mutant;
+  - `bug_rate_decomposable`: the same over the rollouts that are combinations of sites;
+  - `neutral_rate`: share of (decomposable rollout, neutral site) pairs carrying the
+    rewrite (tasks with neutral sites only);
+  - `reference_rate`: share of rollouts that are exactly the reference;
+    `decomposable_rate`: share that are a combination of the task's sites;
+  - `bug_direct_recall` / `bug_any_recall`: over the bugs present, the share with a
+    direct / a direct or context span on them (single-bug tasks: over mutant rollouts).
+  """
+  n = max(len(rollouts), 1)
+  bug_pairs = dec_bug_pairs = carried = neutral_pairs = neutral_carried = 0
+  decomposable = references = direct = any_hit = 0
+  for r in rollouts:
+    o = controlled.site_outcome(r.task, r.text, (r.record or {}).get("issues") or [])
+    kinds = {s.name: s.kind for s in sites_lib.sites_of(r.task)}
+    n_bugs = sum(k == "bug" for k in kinds.values())
+    bug_pairs += n_bugs
+    references += o["reference"]
+    if o["sites"] is None:
+      continue
+    decomposable += 1
+    dec_bug_pairs += n_bugs
+    carried += len(o["hits"])
+    neutral_pairs += len(kinds) - n_bugs
+    neutral_carried += sum(v for name, v in o["sites"].items() if kinds[name] == "neutral")
+    direct += sum(h["direct"] for h in o["hits"].values())
+    any_hit += sum(h["any"] for h in o["hits"].values())
+  stats = {"bug_rate": carried / max(bug_pairs, 1), "reference_rate": references / n,
+           "decomposable_rate": decomposable / n}
+  if dec_bug_pairs:
+    stats["bug_rate_decomposable"] = carried / dec_bug_pairs
+  if neutral_pairs:
+    stats["neutral_rate"] = neutral_carried / neutral_pairs
+  if carried:
+    stats["bug_direct_recall"] = direct / carried
+    stats["bug_any_recall"] = any_hit / carried
   return stats

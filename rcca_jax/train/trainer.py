@@ -265,9 +265,10 @@ class Trainer:
       self._controlled = tasks_lib.load_tasks(path)
     return self._controlled
 
-  def _score(self, pairs) -> list[float]:
+  def _score(self, pairs) -> list[dict]:
+    """Evaluation records of (task, response) pairs (the controlled set's scorer)."""
     jobs = [Job(task=t, response=text, sample_id=i) for i, (t, text) in enumerate(pairs)]
-    return [float(r.get("reward") or 0.0) for r in self.pool().run(jobs, progress=False)]
+    return list(self.pool().run(jobs, progress=False))
 
   def _logprob_fn(self):
     """Log-probs of a whole rollout batch, in slices as large as the step's."""
