@@ -1,12 +1,16 @@
 """Exact site metrics (train/site_metrics.py): the sequences, their batching, and
 `p_bug` against a direct sum of per-token log-probs of a toy model."""
 
+import json
 import math
+import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+import ml_collections
+import pytest
 from absl.testing import absltest
 from absl.testing import parameterized
 
@@ -15,9 +19,13 @@ from rcca_jax.data import chat
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import train_step
+from rcca_jax.train import eval_loop
 from rcca_jax.train import site_metrics
+from rcca_jax.train import trainer as trainer_lib
 from rcca_jax.train.configs import load_tokenizer
 from tests import rl_fixtures
+
+COMMITTED = "experiments/results/ablation_small/controlled_tasks.jsonl"
 
 HTML = "<p id=n>1</p>\n<script>n.onclick = () => n.textContent++;</script>"
 
@@ -148,6 +156,102 @@ class ToyModelTest(absltest.TestCase):
       self.assertIsNone(rec["p_bug"])
       self.assertAlmostEqual(rec["logp"]["neutral"], neutral, delta=1e-3 * abs(neutral))
     self.assertAlmostEqual(out["bug_prob_mean"], float(np.mean(p_bugs)), delta=1e-3)
+
+
+def _controlled_file(path: str) -> list[str]:
+  """Two short controlled tasks: the first lists its sites (a bug and a neutral one),
+  the second has only the single-bug record (its site derived). Returns their ids."""
+  rubrics = tasks_lib.load_tasks(COMMITTED)[0].rubrics[:1]  # unread: untrained answers
+  tasks = []
+  for task_id, request, listed in (("counter-90001", "A counter.", True),
+                                   ("counter-90002", "A counter from one.", False)):
+    task = _task(task_id, request)
+    reference = sites_lib.reference_answer(task)
+    at = reference.index("++")
+    record = {"operator": "handler_op", "description": "++ -> --", "rate": 0.6,
+              "response": reference.replace("++", "--"), "bug_span": [at, at + 2]}
+    if listed:
+      record["sites"] = task.extra["controlled"]["sites"]
+    tasks.append(tasks_lib.Task(id=task_id, request=request, rubrics=rubrics,
+                                reference=HTML, extra={"controlled": record}))
+  tasks_lib.write_tasks(path, tasks)
+  return [t.id for t in tasks]
+
+
+def _controlled_config(path: str) -> ml_collections.ConfigDict:
+  from experiments import tiny_cpu  # pylint: disable=import-outside-toplevel
+  config = tiny_cpu.get_config()
+  config.model.update(hidden_size=32, intermediate_size=64)
+  families = ("counter",)
+  config.data.families = families
+  config.data.setting = "controlled"
+  config.data.controlled = ml_collections.ConfigDict(dict(
+      families=families, tasks_per_family=1, rates=(0.25, 0.6, 0.75, 0.9),
+      operators=("handler_op", "misspell_id", "throw"), draws=2,
+      max_mutant_reward=0.9, seed=0, path=path))
+  config.sft.update(num_steps=1, batch_size=2, max_len=128, log_every=1)
+  config.rl.update(num_steps=1, group_size=2, prompts_per_step=2, max_prompt_len=64,
+                   max_new_tokens=48)
+  config.eval.update(enabled=True, after_sft=True, every_rl_steps=1, workers=1,
+                     max_new_tokens=8, num_reports=1, samples_per_request=2)
+  return config
+
+
+@pytest.mark.browser
+class TrainerSiteMetricsTest(absltest.TestCase):
+  """SFT, post-SFT evaluation, one RL step, evaluation, on two controlled tasks: each
+  evaluation has the site metrics and the sampled pass@1, with one compiled program
+  for the site log-probs."""
+
+  def test_eval_summaries_carry_site_metrics_and_pass_at_1(self):
+    root = self.create_tempdir().full_path
+    ids = _controlled_file(os.path.join(root, "tasks.jsonl"))
+    trainer = trainer_lib.Trainer(_controlled_config(os.path.join(root, "tasks.jsonl")),
+                                  os.path.join(root, "run"))
+    trainer.train()
+    self.assertEqual(trainer._logprob_fn()._cache_size(), 1)  # pylint: disable=protected-access
+    evals = [r for r in trainer.metrics.rows() if r["stage"] == "eval"]
+    self.assertEqual([(r["after"], r["step"]) for r in evals], [("sft", 1), ("rl", 1)])
+    for row, name in zip(evals, ("sft_000001", "rl_000001")):
+      eval_dir = os.path.join(root, "run", "eval", name)
+      with open(os.path.join(eval_dir, "summary.json"), encoding="utf-8") as f:
+        summary = json.load(f)
+      self.assertEqual([(r["task_id"], r["site"], r["kind"]) for r in summary["sites"]],
+                       [(ids[0], "neutral0", "neutral"), (ids[0], "bug0", "bug"),
+                        (ids[1], "bug0", "bug")])
+      for rec in summary["sites"]:
+        ref, other = rec["logp"]["reference"], rec["logp"][rec["kind"]]
+        self.assertTrue(ref < 0 and other < 0, rec)
+        if rec["kind"] == "bug":
+          self.assertAlmostEqual(rec["p_bug"], site_metrics.p_bug(other, ref))
+          self.assertTrue(0.0 < rec["p_bug"] < 1.0)
+        else:
+          self.assertIsNone(rec["p_bug"])
+      self.assertAlmostEqual(summary["bug_prob_mean"], np.mean(
+          [r["p_bug"] for r in summary["sites"] if r["kind"] == "bug"]))
+      self.assertEqual(summary["sites_skipped"], 0)
+      self.assertEqual(sorted(summary["pass_at_1_tasks"]), sorted(ids))
+      with open(os.path.join(eval_dir, "sampled.jsonl"), encoding="utf-8") as f:
+        sampled = [json.loads(line) for line in f]
+      self.assertLen(sampled, 4)
+      self.assertAlmostEqual(summary["pass_at_1"], np.mean([s["passed"] for s in sampled]))
+      self.assertTrue(0.0 <= summary["sampled_reward_mean"] <= 1.0)
+      # The flat row: the metrics, not the tables.
+      for key in ("bug_prob_mean", "pass_at_1", "sampled_reward_mean", "sites_s",
+                  "sampled_s"):
+        self.assertEqual(row[key], summary[key], key)
+      self.assertNotIn("sites", row)
+      self.assertNotIn("pass_at_1_tasks", row)
+
+
+class SampleSeedTest(absltest.TestCase):
+
+  def test_fixed_per_seed_stage_and_step(self):
+    seed = eval_loop.sample_seed
+    self.assertEqual(seed(0, "rl", 4), seed(0, "rl", 4))
+    self.assertLen({seed(0, "rl", 4), seed(1, "rl", 4), seed(0, "rl", 8),
+                    seed(0, "sft", 4)}, 4)
+    self.assertTrue(0 <= seed(3, "sft", 600) < 2**31 - 1)
 
 
 if __name__ == "__main__":
