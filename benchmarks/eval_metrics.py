@@ -56,13 +56,14 @@ def main() -> None:
     print(f"{stage} step {step}, {len(tasks)} requests, {args.samples} samples each")
     print("run | eval s | sites_s | sampled_s | greedy pass | pass@1 | bug_prob_mean")
     for i in range(args.repeats):
+      print(f"-- run {i} starts", flush=True)  # (a marker for JAX_LOG_COMPILES=1 logs)
       t0 = time.time()
       summary = trainer._run_eval(state, tasks, f"metrics_cost_{i}",  # pylint: disable=protected-access
                                   f"{stage} step {step}", stage, step)
       print(f"{i} | {time.time() - t0:.1f} | {summary.get('sites_s', 0.0):.1f} | "
             f"{summary.get('sampled_s', 0.0):.1f} | {summary['pass_rate']:.3f} | "
             f"{summary.get('pass_at_1', float('nan')):.3f} | "
-            f"{summary.get('bug_prob_mean') or float('nan'):.3f}")
+            f"{summary.get('bug_prob_mean') or float('nan'):.3f}", flush=True)
   finally:
     trainer.close()
   rates = {(t.id, s.name): s.rate for t in tasks for s in sites_lib.sites_of(t)

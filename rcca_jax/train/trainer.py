@@ -269,12 +269,12 @@ class Trainer:
     group_size, max_prompt_len + max_new_tokens]). Every process calls it (the batch
     is split over the processes like an RL batch)."""
     r = self.config.rl
-    fn = self._logprob_fn()
 
     def score(batch):
       block = multihost.process_rows(self.mesh, len(batch["input_ids"]))
       local = {k: v[block] for k, v in batch.items()}
-      sums = np.asarray(fn(state.params, state.model_state, local), np.float64).sum(-1)
+      logp = self._logprob_fn()(state.params, state.model_state, local)
+      sums = np.asarray(logp, np.float64).sum(-1)
       if not multihost.is_multi_process():
         return sums
       parts = multihost.allgather_json([block.start, sums.tolist()])
