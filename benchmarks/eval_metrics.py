@@ -58,8 +58,8 @@ def main() -> None:
     for i in range(args.repeats):
       print(f"-- run {i} starts", flush=True)  # (a marker for JAX_LOG_COMPILES=1 logs)
       t0 = time.time()
-      summary = trainer._run_eval(state, tasks, f"metrics_cost_{i}",  # pylint: disable=protected-access
-                                  f"{stage} step {step}", stage, step)
+      summary = trainer._run_eval(  # pylint: disable=protected-access
+          state, tasks, f"metrics_cost_{i}", f"{stage} step {step}", stage, step)
       print(f"{i} | {time.time() - t0:.1f} | {summary.get('sites_s', 0.0):.1f} | "
             f"{summary.get('sampled_s', 0.0):.1f} | {summary['pass_rate']:.3f} | "
             f"{summary.get('pass_at_1', float('nan')):.3f} | "

@@ -105,8 +105,9 @@ def sampled_pass(sampler: Any, tokenizer: Any, tasks: Sequence[Any], pool: Grade
 def write_sampled(out_dir: str, rollouts: Sequence[rollouts_lib.Rollout]) -> None:
   with open(os.path.join(out_dir, "sampled.jsonl"), "w", encoding="utf-8") as f:
     for r in rollouts:
+      passed = rollouts_lib.passed_all(r.record or {})
       f.write(json.dumps({"task_id": r.task.id, "sample_id": r.sample_id,
-                          "reward": r.reward, "passed": rollouts_lib.passed_all(r.record or {}),
+                          "reward": r.reward, "passed": passed,
                           "response": r.text}) + "\n")
 
 
