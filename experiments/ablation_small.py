@@ -72,6 +72,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.eval.every_rl_steps = 4
   config.eval.max_new_tokens = 464
   config.eval.num_reports = 2
+  # Sampled pass@1 at every dev evaluation: samples per request at rl.temperature.
+  config.eval.samples_per_request = 8
   # Gate values and the penalty table of METHOD §2 (evaluation/reward.py field names).
   config.eval.evaluator.reward = ml_collections.ConfigDict(dict(
       format_fail=0.0, source_fail=0.05, runtime_fail=0.10, floor=0.2))

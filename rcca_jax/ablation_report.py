@@ -3,11 +3,20 @@
 `collect` reads the `metrics.jsonl` files of an ablation directory (layout in
 `rcca_jax.ablation`); the rest is pure functions of the summary it returns:
 
-  {"arms": {ARM: [{"seed", "post_sft": {"pass_rate", "reward_mean"},
-                   "evals": [{"step", "pass_rate", "reward_mean"}, ...],
+  {"arms": {ARM: [{"seed", "post_sft": POINT, "evals": [{"step", **POINT}, ...],
                    "rl": {mean over RL steps of the logged diagnostics}}, ...]},
    "comparison": {ARM: paired differences against the baseline arm},
    "timing": {ARM: mean sample / evaluate / train seconds per RL step}, ...}
+
+A POINT (one dev evaluation) has `pass_rate` and `reward_mean`, and, when the run
+logged them, `bug_prob_mean`, `pass_at_1`, `sampled_reward_mean` and `sites` (the
+evaluation's per-site records, `train.site_metrics`); older runs load without them.
+`compare(summary["arms"])` recomputes every number of the comparison from the summary
+alone. Exact metrics (ABLATION.md): per run, the area under the curve (mean over the
+evaluations, post-SFT included) of `bug_prob_mean` (lower is better) and `pass_at_1`,
+and the steps until `bug_prob_mean` < 0.1; against the baseline, per-seed paired
+differences with a bootstrap interval and a two-sided paired sign-flip p-value; and a
+site-level test over (seed, bug site) units (see `site_test`).
 """
 
 from __future__ import annotations
@@ -27,10 +36,26 @@ DIAGNOSTICS = ("reward_mean", "pass_rate", "zero_advantage_groups", "abs_advanta
                "ratio_min", "ratio_max", "logprob_gap", "kl", "bug_rate", "reference_rate",
                "bug_direct_recall", "bug_any_recall", "response_len")
 TIMING = ("sample_s", "eval_s", "train_s", "step_s")
+# Exact and sampled metrics of an evaluation (ABLATION.md, "Exact metrics beat coarse").
+EXACT = ("bug_prob_mean", "pass_at_1", "sampled_reward_mean")
+AUC_KEYS = ("bug_prob_mean", "pass_at_1")
+BUG_PROB_THRESHOLD = 0.1
+EXACT_MAX = 16  # sign-flip p-values by enumeration up to this many units
 
 
-def _point(row: Mapping[str, Any]) -> dict[str, float]:
-  return {"pass_rate": float(row["pass_rate"]), "reward_mean": float(row["reward_mean"])}
+def _point(row: Mapping[str, Any], eval_dir: Optional[str] = None) -> dict[str, Any]:
+  """One evaluation: its metrics row's values and, from its `summary.json` in
+  `eval_dir` when there is one, the site records."""
+  out: dict[str, Any] = {"pass_rate": float(row["pass_rate"]),
+                         "reward_mean": float(row["reward_mean"])}
+  out.update({k: float(row[k]) for k in EXACT if row.get(k) is not None})
+  path = os.path.join(eval_dir, "summary.json") if eval_dir else ""
+  if path and os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      sites = json.load(f).get("sites")
+    if sites:
+      out["sites"] = sites
+  return out
 
 
 def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
@@ -43,19 +68,24 @@ def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
   for arm in arms:
     runs, timing = [], {k: [] for k in TIMING}
     for seed in range(seeds):
-      sft = [r for r in read_rows(os.path.join(workdir, f"seed_{seed}", "sft"))
+      sft_dir = os.path.join(workdir, f"seed_{seed}", "sft")
+      sft = [r for r in read_rows(sft_dir)
              if r.get("stage") == "eval" and r.get("after") == "sft"]
       if not sft:
         continue
-      rows = read_rows(os.path.join(workdir, f"seed_{seed}", arm))
+      arm_dir = os.path.join(workdir, f"seed_{seed}", arm)
+      rows = read_rows(arm_dir)
       rl = [r for r in rows if r.get("stage") == "rl"]
-      evals = [dict(step=int(r["step"]), **_point(r)) for r in rows
-               if r.get("stage") == "eval" and r.get("after") == "rl"]
+      evals = [dict(step=int(r["step"]), **_point(
+                   r, os.path.join(arm_dir, "eval", f"rl_{int(r['step']):06d}")))
+               for r in rows if r.get("stage") == "eval" and r.get("after") == "rl"]
       diag = {k: float(np.mean([r[k] for r in rl if k in r]))
               for k in DIAGNOSTICS if any(k in r for r in rl)}
       for k in TIMING:
         timing[k] += [float(r[k]) for r in rl if k in r]
-      runs.append({"seed": seed, "post_sft": _point(sft[-1]), "evals": evals,
+      post = _point(sft[-1], os.path.join(sft_dir, "eval",
+                                          f"sft_{int(sft[-1]['step']):06d}"))
+      runs.append({"seed": seed, "post_sft": post, "evals": evals,
                    "rl_steps": len(rl), "rl": diag})
     out["arms"][arm] = runs
     out["timing"][arm] = {k: float(np.mean(v)) for k, v in timing.items() if v}
@@ -155,6 +185,109 @@ def steps_to(run: Mapping[str, Any], threshold: float, key: str = "pass_rate"
   return None
 
 
+def steps_below(run: Mapping[str, Any], threshold: float, key: str = "bug_prob_mean"
+                ) -> Optional[int]:
+  """First evaluated step (0 = post-SFT) whose value is below `threshold`; None if
+  none is (or the run has no such metric)."""
+  if not has_metric(run, key):
+    return None
+  for step, value in zip(*curve(run, key)):
+    if value < threshold:
+      return int(step)
+  return None
+
+
+def has_metric(run: Mapping[str, Any], key: str) -> bool:
+  """Whether every evaluation of the run (post-SFT included) has `key`."""
+  return all(key in p for p in [run["post_sft"], *run["evals"]])
+
+
+def auc(run: Mapping[str, Any], key: str) -> Optional[float]:
+  """Area under the curve: the mean of `key` over the evaluations, post-SFT included
+  (None when an evaluation lacks it)."""
+  return float(np.mean(curve(run, key)[1])) if has_metric(run, key) else None
+
+
+def site_aucs(run: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+  """(task_id, site) -> mean p_bug over the evaluations, for the bug sites present in
+  every evaluation of the run."""
+  points = [run["post_sft"], *run["evals"]]
+  values: dict[tuple[str, str], list[float]] = {}
+  for point in points:
+    for rec in point.get("sites") or []:
+      if rec.get("kind") == "bug" and rec.get("p_bug") is not None:
+        values.setdefault((rec["task_id"], rec["site"]), []).append(float(rec["p_bug"]))
+  return {k: float(np.mean(v)) for k, v in values.items() if len(v) == len(points)}
+
+
+def sign_flip_p(diffs: Sequence[float], strata: Optional[Sequence[Any]] = None, *,
+                reps: int = 20000, seed: int = 0) -> float:
+  """Two-sided paired sign-flip (permutation) p-value of a mean difference.
+
+  Under the null each difference's sign is equally likely flipped, independently.
+  The statistic is |mean| of the differences, or with `strata` (one label per
+  difference) the |mean over strata of each stratum's mean|. Exact (all 2^n sign
+  vectors) for n <= EXACT_MAX, else `reps` Monte Carlo draws ((1 + hits) / (1 + reps)).
+  """
+  d = np.asarray(diffs, np.float64)
+  n = len(d)
+  if n == 0:
+    return float("nan")
+  labels = list(range(n)) if strata is None else list(strata)
+  if len(labels) != n:
+    raise ValueError(f"{len(labels)} strata labels for {n} differences")
+  groups = {g: labels.count(g) for g in labels}
+  weights = np.asarray([1.0 / (len(groups) * groups[g]) for g in labels])
+  observed = abs(float(d @ weights))
+  tol = 1e-12 * max(1.0, observed)
+  if n <= EXACT_MAX:
+    signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
+    return float(np.mean(np.abs(signs @ (d * weights)) >= observed - tol))
+  rng = np.random.default_rng(seed)
+  signs = rng.choice([-1.0, 1.0], size=(reps, n))
+  hits = int(np.sum(np.abs(signs @ (d * weights)) >= observed - tol))
+  return (1 + hits) / (1 + reps)
+
+
+def paired(values: Mapping[int, Optional[float]], base: Mapping[int, Optional[float]]
+           ) -> Optional[dict[str, Any]]:
+  """Per-seed differences values - base over the seeds both have, their mean, 95%
+  bootstrap interval and sign-flip p-value (None without a common seed)."""
+  seeds = sorted(s for s in values if values[s] is not None and base.get(s) is not None)
+  if not seeds:
+    return None
+  diffs = [values[s] - base[s] for s in seeds]
+  return {"seeds": seeds, "per_seed": diffs, "mean": float(np.mean(diffs)),
+          "interval": bootstrap_interval(diffs), "p": sign_flip_p(diffs)}
+
+
+def site_test(runs: Sequence[Mapping[str, Any]], base_runs: Sequence[Mapping[str, Any]]
+              ) -> Optional[dict[str, Any]]:
+  """Site-level paired test: units are (seed, task, bug site) present in both runs of
+  a seed; each unit's difference is its per-site AUC of p_bug (arm - baseline). The
+  p-value is the sign-flip test over units (signs flipped independently per unit),
+  with the statistic stratified by seed (mean over seeds of each seed's mean
+  difference), so every seed weighs the same. Units of one seed share that seed's
+  runs, so they are not independent: read it as a finer-grained companion to the
+  seed-level test, not a replacement."""
+  base = {r["seed"]: site_aucs(r) for r in base_runs}
+  diffs, strata = [], []
+  for run in runs:
+    if run["seed"] not in base:
+      continue
+    mine, theirs = site_aucs(run), base[run["seed"]]
+    for key in sorted(set(mine) & set(theirs)):
+      diffs.append(mine[key] - theirs[key])
+      strata.append(run["seed"])
+  if not diffs:
+    return None
+  by_seed = [float(np.mean([d for d, s in zip(diffs, strata) if s == seed]))
+             for seed in sorted(set(strata))]
+  return {"units": len(diffs), "seeds": len(set(strata)),
+          "mean": float(np.mean(by_seed)), "p": sign_flip_p(diffs, strata),
+          "exact": len(diffs) <= EXACT_MAX}
+
+
 def bootstrap_interval(values: Sequence[float], *, reps: int = 2000, seed: int = 0,
                        level: float = 0.95) -> tuple[float, float]:
   """Percentile bootstrap interval of the mean (resampling the values)."""
@@ -189,19 +322,90 @@ def compare(arms: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
       reached = [steps_to(r, threshold) for r in runs]
       entry["baseline_final_pass_rate"] = threshold
       entry["steps_to_baseline_final"] = reached
-    paired = [(r, base[r["seed"]]) for r in runs if r["seed"] in base]
-    if arm != BASELINE and paired:
+    pairs = [(r, base[r["seed"]]) for r in runs if r["seed"] in base]
+    if arm != BASELINE and pairs:
       for key in ("pass_rate", "reward_mean"):
-        diffs = [final(a, key) - final(b, key) for a, b in paired]
+        diffs = [final(a, key) - final(b, key) for a, b in pairs]
         entry[f"paired_{key}_diff"] = float(np.mean(diffs))
         entry[f"paired_{key}_diff_per_seed"] = diffs
         entry[f"paired_{key}_diff_interval"] = bootstrap_interval(diffs)
+    entry.update(_exact_comparison(arm, runs, base))
     out[arm] = entry
+  return out
+
+
+def _exact_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
+                      base: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+  """AUCs, final values and steps to bug_prob_mean < 0.1 of the exact metrics the
+  runs have, paired against the baseline's (not for the baseline itself)."""
+  out: dict[str, Any] = {}
+  for key in AUC_KEYS:
+    if not any(has_metric(r, key) for r in runs):
+      continue
+    values = {r["seed"]: auc(r, key) for r in runs}
+    out[f"auc_{key}_per_seed"] = [values[r["seed"]] for r in runs]
+    known = [v for v in values.values() if v is not None]
+    out[f"auc_{key}"] = float(np.mean(known)) if known else None
+    out[f"post_sft_{key}"] = float(np.mean([r["post_sft"][key] for r in runs
+                                            if key in r["post_sft"]]))
+    out[f"final_{key}"] = float(np.mean([final(r, key) for r in runs
+                                         if has_metric(r, key)]))
+    if arm != BASELINE:
+      test = paired(values, {s: auc(r, key) for s, r in base.items()})
+      if test:
+        out[f"paired_auc_{key}"] = test
+  if any(has_metric(r, "bug_prob_mean") for r in runs):
+    out["steps_to_bug_prob"] = {"threshold": BUG_PROB_THRESHOLD, "per_seed": [
+        steps_below(r, BUG_PROB_THRESHOLD) for r in runs]}
+  if arm != BASELINE and base:
+    test = site_test(runs, list(base.values()))
+    if test:
+      out["site_test"] = test
   return out
 
 
 def _fmt(x: Optional[float], digits: int = 3) -> str:
   return "–" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _paired_cell(test: Optional[Mapping[str, Any]]) -> str:
+  if not test:
+    return "–"
+  lo, hi = test["interval"]
+  return f"{test['mean']:+.3f} [{_fmt(lo)}, {_fmt(hi)}], p={_fmt(test['p'])}"
+
+
+def exact_markdown(comp: Mapping[str, Any]) -> list[str]:
+  """Lines of the exact-metric table (none when no run has the metrics)."""
+  arms = [(a, c) for a, c in comp.items() if any(f"auc_{k}" in c for k in AUC_KEYS)]
+  if not arms:
+    return []
+  lines = ["", "Exact site metric (p_bug: the policy's teacher-forced probability of each "
+           "bug against the correct code, lower is better) and sampled pass@1; AUC = mean "
+           "over the evaluations incl. post-SFT; Δ against "
+           f"`{BASELINE}` paired by seed [95% bootstrap interval], two-sided sign-flip p:",
+           "", "| arm | post-SFT p_bug | final p_bug | AUC p_bug | Δ AUC p_bug | "
+           f"steps to p_bug < {BUG_PROB_THRESHOLD} | site-level Δ AUC p_bug | "
+           "post-SFT pass@1 | final pass@1 | AUC pass@1 | Δ AUC pass@1 |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+  for arm, c in arms:
+    steps = c.get("steps_to_bug_prob", {}).get("per_seed")
+    steps_text = ("–" if steps is None else
+                  ", ".join("never" if x is None else str(x) for x in steps))
+    site = c.get("site_test")
+    site_text = ("–" if not site else f"{site['mean']:+.3f} ({site['units']} units, "
+                 f"{site['seeds']} seeds), p={_fmt(site['p'])}")
+    lines.append(
+        f"| {arm} | {_fmt(c.get('post_sft_bug_prob_mean'))} | "
+        f"{_fmt(c.get('final_bug_prob_mean'))} | {_fmt(c.get('auc_bug_prob_mean'))} | "
+        f"{_paired_cell(c.get('paired_auc_bug_prob_mean'))} | {steps_text} | {site_text} | "
+        f"{_fmt(c.get('post_sft_pass_at_1'))} | {_fmt(c.get('final_pass_at_1'))} | "
+        f"{_fmt(c.get('auc_pass_at_1'))} | {_paired_cell(c.get('paired_auc_pass_at_1'))} |")
+  lines += ["", "Site-level test: units are (seed, task, bug site); difference = the unit's "
+            "AUC of p_bug, arm − baseline; sign flips per unit, statistic stratified by "
+            f"seed (mean of per-seed means); exact up to {EXACT_MAX} units, else Monte "
+            "Carlo. Units within a seed share its runs (not independent)."]
+  return lines
 
 
 def markdown(summary: Mapping[str, Any]) -> str:
@@ -229,6 +433,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
       lines.append(f"| {arm} | {c['paired_pass_rate_diff']:+.3f} [{_fmt(plo)}, {_fmt(phi)}]"
                    f" | {per_seed} | {c['paired_reward_mean_diff']:+.3f} "
                    f"[{_fmt(rlo)}, {_fmt(rhi)}] |")
+  lines += exact_markdown(comp)
   timing = summary.get("timing", {})
   if timing:
     lines += ["", "Seconds per RL step (mean):", "",
@@ -255,14 +460,19 @@ def markdown(summary: Mapping[str, Any]) -> str:
 
 
 def plot(summary: Mapping[str, Any], path: str) -> None:
-  """Dev pass rate and reward against the RL step: mean line and min–max band over
-  seeds, one colour per arm."""
+  """Dev pass rate and reward (and, when every run has them, mean p_bug and sampled
+  pass@1) against the RL step: mean line and min–max band over seeds, one colour per
+  arm."""
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-  for ax, key, label in zip(axes, ("pass_rate", "reward_mean"),
-                            ("dev pass rate", "dev reward")):
+  panels = [("pass_rate", "dev pass rate (greedy)"), ("reward_mean", "dev reward")]
+  runs_all = [r for runs in summary["arms"].values() for r in runs]
+  panels += [(key, label) for key, label in (("bug_prob_mean", "mean p_bug (exact)"),
+                                             ("pass_at_1", "sampled pass@1"))
+             if runs_all and all(has_metric(r, key) for r in runs_all)]
+  fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8))
+  for ax, (key, label) in zip(axes, panels):
     for arm, runs in summary["arms"].items():
       curves = [curve(r, key) for r in runs]
       if not curves:

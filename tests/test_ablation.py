@@ -153,7 +153,7 @@ class AblationEndToEndTest(absltest.TestCase):
     cmd = [sys.executable, "-m", "rcca_jax.ablation",
            "--config=experiments/ablation_small.py", f"--workdir={workdir}", "--seeds=1",
            "--config.sft.num_steps=4", "--config.rl.num_steps=2",
-           "--config.eval.every_rl_steps=2"]
+           "--config.eval.every_rl_steps=2", "--config.eval.samples_per_request=0"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800)
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
     with open(os.path.join(workdir, "summary.json"), encoding="utf-8") as f:

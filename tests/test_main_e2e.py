@@ -162,7 +162,7 @@ def _tiny_config(*, dev_eval: bool = False, **rl):
   config.sft.update(num_steps=2, batch_size=2, log_every=1)
   config.rl.update(num_steps=1, group_size=2, prompts_per_step=1, max_new_tokens=8, **rl)
   config.eval.update(enabled=dev_eval, workers=1, per_family=1, max_new_tokens=8,
-                     num_reports=1)
+                     num_reports=1, samples_per_request=0)  # pass@1: test_site_metrics
   return config
 
 

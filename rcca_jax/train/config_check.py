@@ -64,7 +64,7 @@ SCHEMA: dict[str, Any] = {
              "per_family": None, "num_tasks": None, "samples_per_task": None,
              "temperature": None, "max_new_tokens": None, "workers": None,
              "num_reports": None, "evaluator": EvalConfig, "backend": None,
-             "ray_address": None, "grading_cache": None},
+             "ray_address": None, "grading_cache": None, "samples_per_request": None},
     "checkpoint": {"max_to_keep": None, "async_save": None},
     # Read by `rcca_jax.ablation` only: arm name -> "FIELD=VALUE;..." overrides.
     "arms": None, "ablation": {"arms": None, "bootstrap": None},
@@ -72,6 +72,7 @@ SCHEMA: dict[str, Any] = {
     "sweep": {"settings": None}, "settings": None,
 }
 SETTINGS = ("natural", "controlled")
+SAMPLES_PER_REQUEST = 8  # eval.samples_per_request when unset (sampled pass@1; 0: off)
 
 
 class ConfigError(ValueError):
@@ -232,6 +233,7 @@ def _check_rl(c: _Collector, mode: str) -> None:
     c.add(f"rl.temperature={temperature}: the policy loss computes log-probabilities at "
           "temperature 1, so RL samples must use 1.0 (the sampler's log-probs are the "
           "ratio's denominator)")
+  c.integer("eval.samples_per_request", 0, SAMPLES_PER_REQUEST)
   if (c.get("eval.temperature", 0.0) or 0.0) < 0:
     c.add(f"eval.temperature={c.get('eval.temperature')} must be >= 0 (0: greedy)")
   long_prompts = c.get("rl.long_prompts", "refuse")

@@ -2,9 +2,13 @@
 
 Greedy (or low-temperature) responses are evaluated in the worker pool; the summary
 has the mean reward, each gate's pass rate, the pass rate (a sample passes when all
-its task's rubrics pass) and the same per family, category and difficulty. Writes
-`responses.jsonl`, `evaluations.jsonl`, `summary.json` and `report.html` (the credit
-view of a few samples) into the output directory.
+its task's rubrics pass) and the same per family, category and difficulty. With
+`samples_per_request` > 0 it also has the sampled pass@1: that many samples per request
+at `sample_temperature`, graded by the same grader; `pass_at_1` is the mean over
+requests of the share of their samples that pass, `sampled_reward_mean` the samples'
+mean reward, `pass_at_1_tasks` the share per request. Writes `responses.jsonl`,
+`evaluations.jsonl`, `summary.json`, `report.html` (the credit view of a few samples)
+and, with samples, `sampled.jsonl` into the output directory.
 """
 
 from __future__ import annotations
@@ -12,7 +16,11 @@ from __future__ import annotations
 import collections
 import json
 import os
-from typing import Any, Sequence
+import time
+import zlib
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
 
 from rcca_jax.credit import report
 from rcca_jax.data.tasks import family_of
@@ -25,6 +33,8 @@ from rcca_jax.train import rollouts as rollouts_lib
 GROUPINGS = (("families", family_of, ""),
              ("categories", lambda t: t.category or "unknown", "category/"),
              ("difficulties", lambda t: t.difficulty or "unknown", "difficulty/"))
+# Summary entries that are tables, not metrics (left out of the flat row and headline).
+TABLES = tuple(key for key, _, _ in GROUPINGS) + ("sites", "pass_at_1_tasks")
 
 
 def summarize(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
@@ -44,8 +54,7 @@ def summarize(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
 def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
   """The summary as flat metric names (`FAMILY/pass_rate`, `category/C/pass_rate`,
   `difficulty/D/pass_rate`, ...)."""
-  keys = [key for key, _, _ in GROUPINGS]
-  out = {k: v for k, v in summary.items() if k not in keys}
+  out = {k: v for k, v in summary.items() if k not in TABLES}
   for key, _, prefix in GROUPINGS:
     for group, stats in summary[key].items():
       for name in ("reward_mean", "gates_pass", "pass_rate"):
@@ -55,7 +64,51 @@ def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
 
 def headline(summary: dict[str, Any]) -> dict[str, Any]:
   """The summary without its per-group tables (one printable line)."""
-  return {k: v for k, v in summary.items() if k not in [key for key, _, _ in GROUPINGS]}
+  return {k: v for k, v in summary.items() if k not in TABLES}
+
+
+def sample_seed(seed: int, stage: str, step: int) -> int:
+  """The sampled pass@1's seed of an evaluation: fixed by the run's seed, the stage
+  ("sft", "rl", ...) and the step, so every arm of a seed draws alike."""
+  rng = np.random.default_rng([seed, zlib.crc32(stage.encode()), step])
+  return int(rng.integers(0, 2**31 - 1))
+
+
+def pass_stats(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
+  """`pass_at_1` (mean over requests of the share of their samples passing every
+  rubric), `sampled_reward_mean` (over samples with a reward) and `pass_at_1_tasks`."""
+  passed = collections.defaultdict(list)
+  for r in rollouts:
+    passed[r.task.id].append(rollouts_lib.passed_all(r.record or {}))
+  shares = {tid: float(np.mean(p)) for tid, p in passed.items()}
+  rewards = [r.reward for r in rollouts if r.reward is not None]
+  return {"pass_at_1": float(np.mean(list(shares.values()))) if shares else 0.0,
+          "sampled_reward_mean": float(np.mean(rewards)) if rewards else 0.0,
+          "pass_at_1_tasks": shares}
+
+
+def sampled_pass(sampler: Any, tokenizer: Any, tasks: Sequence[Any], pool: Grader, *,
+                 n: int, max_new_tokens: int, temperature: float, seed: int,
+                 prompts_per_call: int) -> tuple[dict[str, Any], list]:
+  """`n` samples per task (`prompts_per_call` tasks per sampler call, so the RL step's
+  shapes are reused), graded; `pass_stats` and the rollouts."""
+  rollouts = []
+  for i, lo in enumerate(range(0, len(tasks), prompts_per_call)):
+    rollouts += rollouts_lib.sample(sampler, tokenizer, tasks[lo:lo + prompts_per_call],
+                                    n=n, max_new_tokens=max_new_tokens,
+                                    temperature=temperature,
+                                    seed=(seed + 7919 * i) % (2**31 - 1))
+  rollouts_lib.evaluate(pool, rollouts)
+  return pass_stats(rollouts), rollouts
+
+
+def write_sampled(out_dir: str, rollouts: Sequence[rollouts_lib.Rollout]) -> None:
+  with open(os.path.join(out_dir, "sampled.jsonl"), "w", encoding="utf-8") as f:
+    for r in rollouts:
+      passed = rollouts_lib.passed_all(r.record or {})
+      f.write(json.dumps({"task_id": r.task.id, "sample_id": r.sample_id,
+                          "reward": r.reward, "passed": passed,
+                          "response": r.text}) + "\n")
 
 
 def write_outputs(out_dir: str, rollouts: Sequence[rollouts_lib.Rollout],
@@ -88,13 +141,30 @@ def run_eval(sampler: Any, tokenizer: Any, tasks: Sequence[Any], pool: Grader, *
              out_dir: str, max_new_tokens: int, temperature: float = 0.0,
              samples_per_task: int = 1, seed: int = 0, num_reports: int = 4,
              title: str = "evaluation",
-             weights: dict[str, float] | None = None) -> dict[str, Any]:
+             weights: dict[str, float] | None = None, samples_per_request: int = 0,
+             sample_temperature: float = 1.0, sample_seed: int = 0,
+             prompts_per_call: int = 1,
+             extra: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
   """Samples, evaluates and writes the outputs; returns the summary. `weights`: the
-  diagnostic weights of the credit report (`credit.diagnostic_weights` keywords)."""
+  diagnostic weights of the credit report (`credit.diagnostic_weights` keywords);
+  `samples_per_request` > 0 adds the sampled pass@1 (`sampled_pass`; `sampled_s` its
+  seconds); `extra` entries (e.g. the site metrics) are added to the summary."""
   rollouts = rollouts_lib.sample(sampler, tokenizer, tasks, n=samples_per_task,
                                  max_new_tokens=max_new_tokens, temperature=temperature,
                                  seed=seed)
   rollouts_lib.evaluate(pool, rollouts, weights=weights)
   summary = summarize(rollouts)
+  sampled: list = []
+  if samples_per_request:
+    t0 = time.time()
+    stats, sampled = sampled_pass(
+        sampler, tokenizer, tasks, pool, n=samples_per_request,
+        max_new_tokens=max_new_tokens, temperature=sample_temperature, seed=sample_seed,
+        prompts_per_call=prompts_per_call)
+    summary.update(stats, samples_per_request=samples_per_request,
+                   sampled_s=time.time() - t0)
+  summary.update(extra or {})
   write_outputs(out_dir, rollouts, summary, num_reports=num_reports, title=title)
+  if sampled:
+    write_sampled(out_dir, sampled)
   return summary

@@ -62,6 +62,7 @@ from rcca_jax.train import logging as logging_lib
 from rcca_jax.train import overlap as overlap_lib
 from rcca_jax.train import prompts as prompts_lib
 from rcca_jax.train import rollouts as rollouts_lib
+from rcca_jax.train import site_metrics
 from rcca_jax.train.configs import (credit_config, load_tokenizer, loss_config,
                                     model_config, optimizer_config, update_config)
 
@@ -135,6 +136,7 @@ class Trainer:
     self.credit = credit_config(config)  # RL blame; dev evaluation keeps the evaluator's
     self.credit_weights = self.credit.weights()  # credit.diagnostic_weights keywords
     self._rl_tasks: Optional[list] = None
+    self._logprobs: Optional[Any] = None
     self.skipped_prompts = 0
 
   # ---- shared pieces ------------------------------------------------------------
@@ -271,10 +273,39 @@ class Trainer:
     return list(self.pool().run(jobs, progress=False))
 
   def _logprob_fn(self):
-    """Log-probs of a whole rollout batch, in slices as large as the step's."""
-    micro = self.config.get("micro_batches", 1) * self.updates.mini_batches
-    return multihost.local_logprobs(logprobs_lib.compile_logprob_fn(
-        self.fmodel, self._step_config(), micro, self.mesh), self.mesh)
+    """Log-probs of a whole rollout batch, in slices as large as the step's (built
+    once: RL and the site metrics share its compiled program)."""
+    if self._logprobs is None:
+      micro = self.config.get("micro_batches", 1) * self.updates.mini_batches
+      self._logprobs = multihost.local_logprobs(logprobs_lib.compile_logprob_fn(
+          self.fmodel, self._step_config(), micro, self.mesh), self.mesh)
+    return self._logprobs
+
+  def site_metrics(self, state, tasks: list) -> dict[str, Any]:
+    """The exact site metrics of `tasks` under `state` (`train.site_metrics`; {} when
+    no task has sites), scored in RL-step-shaped batches ([prompts_per_step x
+    group_size, max_prompt_len + max_new_tokens]). Every process calls it (the batch
+    is split over the processes like an RL batch)."""
+    r = self.config.rl
+
+    def score(batch):
+      block = multihost.process_rows(self.mesh, len(batch["input_ids"]))
+      local = {k: v[block] for k, v in batch.items()}
+      logp = self._logprob_fn()(state.params, state.model_state, local)
+      sums = np.asarray(logp, np.float64).sum(-1)
+      if not multihost.is_multi_process():
+        return sums
+      parts = multihost.allgather_json([block.start, sums.tolist()])
+      return np.concatenate([np.asarray(x) for _, x in sorted(parts)])
+
+    t0 = time.time()
+    out = site_metrics.evaluate_sites(
+        score, self.tokenizer, tasks, rows=r.prompts_per_step * r.group_size,
+        max_len=r.max_prompt_len + r.max_new_tokens, pad_id=self.pad_id)
+    if out.get("sites_skipped"):
+      logging_lib.note("site metrics: %d sites left out (sequence longer than %d tokens)",
+                       out["sites_skipped"], r.max_prompt_len + r.max_new_tokens)
+    return {**out, "sites_s": time.time() - t0} if out else out
 
   def reference(self, logprob_fn) -> logprobs_lib.Reference:
     """The frozen KL reference: the checkpoint `rl.reference` names (a checkpoint
@@ -313,11 +344,15 @@ class Trainer:
                                      per_family=e.per_family, limit=e.num_tasks)
     return self._dev_tasks
 
-  def _run_eval(self, state, tasks: list, name: str, title: str) -> dict[str, Any]:
-    """The one evaluation path (dev evaluation and `--mode=eval`): samples `tasks` with
-    the `eval` settings, grades them and writes DIR/eval/NAME/. With several processes,
-    process 0 evaluates alone; the others wait and return {}."""
+  def _run_eval(self, state, tasks: list, name: str, title: str, stage: str,
+                step: int) -> dict[str, Any]:
+    """The one evaluation path (dev evaluation and `--mode=eval`): the site metrics of
+    `tasks` (those with known sites), then samples them with the `eval` settings
+    (greedy, and `eval.samples_per_request` samples each at `rl.temperature`, seeded
+    by the run's seed, `stage` and `step`), grades them and writes DIR/eval/NAME/.
+    With several processes, process 0 evaluates alone; the others wait and return {}."""
     e = self.config.eval
+    sites = self.site_metrics(state, tasks)  # on every process (a collective)
     sampler = self._sampler(state)  # on every process: copying weights is a collective
     if jax.process_index():
       multihost.barrier(f"eval {name}")
@@ -327,7 +362,12 @@ class Trainer:
         out_dir=os.path.join(self.workdir, "eval", name),
         max_new_tokens=e.max_new_tokens, temperature=e.temperature,
         samples_per_task=e.samples_per_task, seed=self.config.seed,
-        num_reports=e.num_reports, title=title, weights=self.credit_weights)
+        num_reports=e.num_reports, title=title, weights=self.credit_weights,
+        samples_per_request=e.get("samples_per_request",
+                                  config_check.SAMPLES_PER_REQUEST),
+        sample_temperature=self.config.rl.temperature,
+        sample_seed=eval_loop.sample_seed(self.config.seed, stage, step),
+        prompts_per_call=self.config.rl.prompts_per_step, extra=sites)
     multihost.barrier(f"eval {name}")
     return summary
 
@@ -337,15 +377,18 @@ class Trainer:
     t0 = time.time()
     cached = self._cache_counts()
     summary = self._run_eval(state, self.dev_tasks(), f"{after}_{step:06d}",
-                             f"after {after} step {step}")
+                             f"after {after} step {step}", after, step)
     if not summary:
       return summary
     row = eval_loop.flat_metrics(summary)
     row.update(after=after, eval_s=time.time() - t0, **self._cache_row(cached))
     self.metrics.write("eval", step, row)
-    logging_lib.note("eval after %s step %d: reward %.3f gates %.2f pass %.2f", after,
-                   step, summary["reward_mean"], summary["gates_pass"],
-                   summary["pass_rate"])
+    logging_lib.note("eval after %s step %d: reward %.3f gates %.2f pass %.2f%s%s",
+                     after, step, summary["reward_mean"], summary["gates_pass"],
+                     summary["pass_rate"],
+                     f" pass@1 {summary['pass_at_1']:.2f}" if "pass_at_1" in summary else "",
+                     f" p_bug {summary['bug_prob_mean']:.3f}"
+                     if summary.get("bug_prob_mean") is not None else "")
     return summary
 
   def _logged_eval(self, after: str, step: int) -> bool:
@@ -562,7 +605,8 @@ class Trainer:
                else self.dev_tasks())
       step = int(jax.device_get(state.step))
       name = out_name or f"{stage_name}_{step:06d}_{pathlib.Path(tasks_path or e.tasks).stem}"
-      summary = self._run_eval(state, tasks, name, f"{stage_name} step {step}")
+      summary = self._run_eval(state, tasks, name, f"{stage_name} step {step}",
+                               stage_name, step)
       if summary:  # process 0 (the others waited for it)
         print(json.dumps(eval_loop.headline(summary)))
       return summary

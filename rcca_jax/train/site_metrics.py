@@ -1,0 +1,123 @@
+"""Exact site metrics: the policy's teacher-forced probability of each known site.
+
+For a controlled task (`credit.sites`), the sequences scored are the reference answer
+and, per site, the reference with only that site set to its variant. Each gets the
+summed log-probability of its answer tokens (the turn end included) given the prompt,
+tokenized exactly as an SFT target (`chat.format_sft_example`). For a bug site,
+`p_bug = sigmoid(logp_bug - logp_reference)`: the buggy variant's share of the
+probability of {buggy, correct}. No sampling, so no sampling noise (ABLATION.md,
+"Exact metrics beat coarse ones").
+
+Rows are packed to one fixed shape `[rows, max_len]` (the RL step's) and scored by a
+caller-supplied function, so a compiled log-prob function is reused across
+evaluations. A sequence longer than `max_len` is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from rcca_jax.credit import sites as sites_lib
+from rcca_jax.data import batching
+from rcca_jax.data import chat
+
+# `score(batch) -> [rows]`: per row, the sum of the answer tokens' log-probabilities
+# (batch: `input_ids`, `attention_mask`, `loss_mask` of `pack_batch`).
+ScoreFn = Callable[[dict[str, np.ndarray]], np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class SiteSequence:
+  """One scored sequence: a task's reference (`site` None) or one site's variant."""
+  task_id: str
+  site: Optional[sites_lib.Site]
+  prompt: list[int]
+  answer: list[int]  # answer tokens and the turn end
+
+
+def p_bug(logp_bug: float, logp_reference: float) -> float:
+  """sigmoid(logp_bug - logp_reference), stable for large differences."""
+  d = logp_bug - logp_reference
+  if d >= 0:
+    return 1.0 / (1.0 + math.exp(-d))
+  e = math.exp(d)
+  return e / (1.0 + e)
+
+
+def site_sequences(tokenizer: Any, tasks: Sequence[Any]) -> list[SiteSequence]:
+  """The reference and every single-site variant of each task that has sites."""
+  out = []
+  for task in tasks:
+    sites = sites_lib.sites_of(task)
+    if not sites:
+      continue
+    reference = sites_lib.reference_answer(task)
+    texts = [(None, reference)] + [
+        (s, sites_lib.render(reference, sites, {s.name: True})[0]) for s in sites]
+    for site, text in texts:
+      ids, mask = chat.format_sft_example(tokenizer, task.request, text)
+      start = mask.index(1)
+      out.append(SiteSequence(task.id, site, ids[:start], ids[start:]))
+  return out
+
+
+def sequence_logps(score: ScoreFn, sequences: Sequence[SiteSequence], *, rows: int,
+                   max_len: int, pad_id: int) -> np.ndarray:
+  """Summed answer log-probability of each sequence, `rows` at a time (the last batch
+  filled with copies of its first sequence); NaN for sequences longer than `max_len`."""
+  out = np.full(len(sequences), np.nan)
+  fits = [i for i, s in enumerate(sequences) if len(s.prompt) + len(s.answer) <= max_len]
+  for lo in range(0, len(fits), rows):
+    chunk = fits[lo:lo + rows]
+    picked = [sequences[i] for i in chunk]
+    picked += [picked[0]] * (rows - len(picked))
+    batch = batching.pack_batch([s.prompt for s in picked], [s.answer for s in picked],
+                                max_len=max_len, pad_id=pad_id)
+    sums = np.asarray(score(batch), np.float64)
+    if sums.shape != (rows,):
+      raise ValueError(f"score returned shape {sums.shape}, expected ({rows},)")
+    out[chunk] = sums[:len(chunk)]
+  return out
+
+
+def site_records(sequences: Sequence[SiteSequence], logps: np.ndarray
+                 ) -> tuple[list[dict[str, Any]], int]:
+  """One record per (task, site) with both log-probs, and how many sites were left
+  out because a sequence (theirs or their task's reference) was too long."""
+  reference = {s.task_id: float(lp) for s, lp in zip(sequences, logps) if s.site is None}
+  records, skipped = [], 0
+  for seq, lp in zip(sequences, logps):
+    if seq.site is None:
+      continue
+    ref = reference[seq.task_id]
+    if not (np.isfinite(lp) and np.isfinite(ref)):
+      skipped += 1
+      continue
+    kind = seq.site.kind
+    records.append({"task_id": seq.task_id, "site": seq.site.name, "kind": kind,
+                    "logp": {"reference": ref, kind: float(lp)},
+                    "p_bug": p_bug(float(lp), ref) if kind == "bug" else None})
+  return records, skipped
+
+
+def bug_prob_mean(records: Sequence[dict[str, Any]]) -> Optional[float]:
+  """Mean p_bug over the bug sites (None without any)."""
+  values = [r["p_bug"] for r in records if r["kind"] == "bug"]
+  return float(np.mean(values)) if values else None
+
+
+def evaluate_sites(score: ScoreFn, tokenizer: Any, tasks: Sequence[Any], *, rows: int,
+                   max_len: int, pad_id: int) -> dict[str, Any]:
+  """`bug_prob_mean`, `sites` (the records) and `sites_skipped` of `tasks` ({} when no
+  task has sites)."""
+  sequences = site_sequences(tokenizer, tasks)
+  if not sequences:
+    return {}
+  logps = sequence_logps(score, sequences, rows=rows, max_len=max_len, pad_id=pad_id)
+  records, skipped = site_records(sequences, logps)
+  return {"bug_prob_mean": bug_prob_mean(records), "sites": records,
+          "sites_skipped": skipped}
