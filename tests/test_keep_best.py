@@ -17,16 +17,13 @@ def _config(keep_best=True):
   return config
 
 
-_FRESH = {}
+def _fresh(trainer):
+  return trainer._fresh_state(trainer.rl.opt_config)  # pylint: disable=protected-access
 
 
-def _state(trainer, shift: float, step: int):
-  """A fresh RL state (made once per test) with its parameters shifted by `shift`."""
-  key = id(trainer)
-  if key not in _FRESH:
-    _FRESH[key] = trainer._fresh_state(trainer.rl.opt_config)  # pylint: disable=protected-access
-  state = _FRESH[key]
-  return state.replace(params=jax.tree.map(lambda x: x + shift, state.params),
+def _state(fresh, shift: float, step: int):
+  """`fresh` with its parameters shifted by `shift`, at optimizer step `step`."""
+  return fresh.replace(params=jax.tree.map(lambda x: x + shift, fresh.params),
                        step=jnp.asarray(step, jnp.int32))
 
 
@@ -39,12 +36,13 @@ class KeepBestTest(absltest.TestCase):
   def test_best_is_kept_and_restored(self):
     workdir = self.create_tempdir().full_path
     with trainer_lib.Trainer(_config(), workdir, mode="train") as trainer:
-      self.assertTrue(trainer.keep_if_best(_state(trainer, 0.0, 0), 0.3, 0))
-      best = _state(trainer, 1.0, 4)
+      fresh = _fresh(trainer)
+      self.assertTrue(trainer.keep_if_best(_state(fresh, 0.0, 0), 0.3, 0))
+      best = _state(fresh, 1.0, 4)
       self.assertTrue(trainer.keep_if_best(best, 0.6, 4))
-      self.assertFalse(trainer.keep_if_best(_state(trainer, 2.0, 8), 0.5, 8))
-      self.assertFalse(trainer.keep_if_best(_state(trainer, 3.0, 12), 0.6, 12))  # a tie
-      self.assertFalse(trainer.keep_if_best(_state(trainer, 4.0, 16), None, 16))
+      self.assertFalse(trainer.keep_if_best(_state(fresh, 2.0, 8), 0.5, 8))
+      self.assertFalse(trainer.keep_if_best(_state(fresh, 3.0, 12), 0.6, 12))  # a tie
+      self.assertFalse(trainer.keep_if_best(_state(fresh, 4.0, 16), None, 16))
     with trainer_lib.Trainer(_config(), workdir, mode="eval") as trainer:  # reopened
       self.assertEqual(trainer.best.data_position(),
                        {"prompt_batches": 4, "rl_step": 4, "dev_reward": 0.6})
@@ -53,13 +51,13 @@ class KeepBestTest(absltest.TestCase):
       self.assertEqual(int(state.step), 4)
       np.testing.assert_allclose(_first_leaf(state), _first_leaf(best))
       # A resumed run that redoes RL step 4 replaces the best saved from it.
-      self.assertTrue(trainer.keep_if_best(_state(trainer, 5.0, 4), 0.2, 4))
+      self.assertTrue(trainer.keep_if_best(_state(fresh, 5.0, 4), 0.2, 4))
       self.assertEqual(trainer.best.data_position()["dev_reward"], 0.2)
 
   def test_without_keep_best_there_is_no_best(self):
     workdir = self.create_tempdir().full_path
     with trainer_lib.Trainer(_config(keep_best=False), workdir, mode="train") as trainer:
-      self.assertFalse(trainer.keep_if_best(_state(trainer, 0.0, 0), 0.3, 0))
+      self.assertFalse(trainer.keep_if_best(_state(_fresh(trainer), 0.0, 0), 0.3, 0))
       with self.assertRaisesRegex(FileNotFoundError, "no best checkpoint"):
         trainer._eval_state("best")  # pylint: disable=protected-access
 
