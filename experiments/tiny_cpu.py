@@ -39,6 +39,7 @@ def get_config() -> ml_collections.ConfigDict:
   ))
   config.credit = ml_collections.ConfigDict(dict(direct=3.0, context=1.5, cap=4.0))
   config.sft.num_steps = 300
+  config.sft.batch_size = 4
   config.sft.max_len = 640  # the longest target is 610 tokens
   config.sft.checkpoint_every = 100
   config.sft.optimizer.warmup_steps = 30
