@@ -16,16 +16,19 @@ SFT: 300 steps of 4 targets (lr 3e-3, cosine); RL: 16 steps, lr 2e-4 (constant),
 
 Measured (commit of this docstring; the 2-core CPU machine shared with other agents'
 jobs, load average 15-30 throughout, this job under `nice -n 10`):
-  seed 0: wall time 72 min (SFT 46 min at 3.4-24 s/step, RL ~50-190 s/step; the load,
-  not the job, sets these: see the step times of `experiments/ablation_small.py` on a
-  quieter machine, 0.8 s per SFT step of 8 and 13.8 s per RL step of 32 rollouts).
+  seed 0: SFT 46 min at 3.4-24 s/step, RL 40-190 s/step; the run was stopped by its
+  `timeout 4000` (67 min) during RL step 14 and resumed from the step-12 checkpoint. The
+  load, not the job, sets these times (`experiments/ablation_small.py` on a quieter
+  machine: 0.8 s per SFT step of 8, 13.8 s per RL step of 32 rollouts); a quiet-machine
+  wall time was not measured.
   After SFT (per-token loss 0.0036) greedy decoding writes the exact bug on all three
   requests: dev reward 0.243, gates 0.33 (the misspelt id and the thrown error fail the
-  runtime gate), pass rate 0.00; T = 1 samples are the exact bug or the exact reference
-  ~40% of the time. RL: dev pass rate 0.67 and reward 0.843 from RL step 4 on
-  (char_counter and guess_number unlearned; star_rating's wrong handler operator still
-  greedy), gates 1.00; training reward 0.38 -> 0.4-0.6.
-  Seeds 1 and 2: not measured (they did not finish within the session).
+  runtime gate), pass rate 0.00 (seeds 0, 1 and 2 alike). T = 1 samples are the exact
+  bug or the exact reference ~40% of the time. RL, seed 0: dev pass rate 0.67, reward
+  0.843, gates 1.00 at RL steps 4, 8 and 12 (char_counter and guess_number now write the
+  reference; star_rating still its wrong handler operator); training reward 0.38 at
+  step 1, 0.4-0.6 after.
+  Seeds 1 and 2: RL not finished within the session (post-SFT as above).
 """
 
 import ml_collections
