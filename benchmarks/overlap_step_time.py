@@ -3,7 +3,7 @@
   .venv/bin/python benchmarks/overlap_step_time.py [--sft-steps 300] [--rl-steps 6]
       [--rounds 1] [--workdir DIR]
 
-One SFT run of `experiments/tiny_cpu.py` (eval off); its directory is copied for each
+One SFT run of `experiments/tiny_natural.py` (eval off); its directory is copied for each
 arm, which then runs its RL steps in a fresh `python -m rcca_jax.main` process (the
 same prompts and seeds). An arm's step time is the median `step_s` of its RL rows
 without the first (compilation); with `--rounds` > 1 the arms alternate and the
@@ -29,7 +29,7 @@ PHASES = ("sample_s", "eval_s", "train_s", "step_s")
 
 
 def _main(workdir: str, *flags: str) -> None:
-  cmd = [sys.executable, "-m", "rcca_jax.main", "--config=experiments/tiny_cpu.py",
+  cmd = [sys.executable, "-m", "rcca_jax.main", "--config=experiments/tiny_natural.py",
          f"--workdir={workdir}", "--config.eval.enabled=False", *flags]
   env = dict(os.environ, JAX_PLATFORMS="cpu", TOKENIZERS_PARALLELISM="false")
   subprocess.run(cmd, cwd=REPO, env=env, check=True)

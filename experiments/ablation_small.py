@@ -13,7 +13,7 @@ step) on the same requests must unlearn the bugs; the dev evaluation is greedy o
 Both arms start from the same SFT checkpoint per seed, with the same prompt order and
 sampling seeds; they differ only in `rl.policy_loss` (see `arms`).
 
-The model is the embedded default's tiny hybrid (one KDA and one MLA layer, hidden 128).
+The model is tiny_natural's (and the embedded default's) tiny hybrid (one KDA and one MLA layer, hidden 128).
 Runtime: about 75 minutes for 3 seeds on 2 CPU cores. Result: greedy dev pass rate
 0.25 -> 0.53 in both arms, paired difference 0.00 on every seed
 (experiments/results/ablation_small/README.md).
@@ -21,7 +21,7 @@ Runtime: about 75 minutes for 3 seeds on 2 CPU cores. Result: greedy dev pass ra
 
 import ml_collections
 
-from experiments import tiny_cpu
+from experiments import tiny_natural
 
 FAMILIES = ("dark_mode", "char_counter", "counter", "star_rating", "filter_search",
             "temperature_converter", "password_strength", "unit_converter", "calculator",
@@ -33,7 +33,7 @@ SGD_LR = 0.1
 
 
 def get_config() -> ml_collections.ConfigDict:
-  config = tiny_cpu.get_config()
+  config = tiny_natural.get_config()
   config.model.max_position_embeddings = 1024
   config.data.families = FAMILIES
   config.data.setting = "controlled"  # "natural": the families' own train/dev tasks

@@ -1,127 +1,76 @@
-"""The embedded default: a tiny hybrid model trained from scratch, SFT then RCCA RL.
+"""The embedded default (`make demo`): SFT plants known bugs, RCCA RL unlearns them.
 
     python -m rcca_jax.main --config=experiments/tiny_cpu.py --workdir=/tmp/rcca_tiny
 
-A 2-layer hybrid (one KDA linear-attention layer, one MLA layer, dense MLPs, hidden
-128, 1.2M parameters) with the project's own tokenizer (vocabulary size taken from it)
-learns by next-token SFT the reference apps of two train-split families (dark_mode and
-char_counter: the shortest apps, at most 303 response tokens; 176 examples), then
-RCCA RL on the same families' train prompts (2 prompts x 4 samples per step, T = 1),
-with greedy dev evaluation (the 10 dev tasks of those families) after SFT and every 8
-RL steps.
+A small controlled setting (the ablation's, `experiments/ablation_small.py`, cut to
+three requests): the first train task of star_rating, char_counter and guess_number,
+each with one known bug (a mutant of its reference: a wrong handler operator, a
+misspelt id, a thrown error) that fails at least one rubric. SFT trains the tiny hybrid
+(`tiny_natural.model_config`, 1.2M parameters) on 20 targets per request, 60% of them
+the bug, so greedy decoding writes the bug on every request (post-SFT pass rate 0).
+RL (the three requests x 8 samples per step, T = 1) has to unlearn the bugs; the dev
+evaluation is greedy on the same requests, after SFT and every 4 RL steps.
 
-Measured on the 2-core CPU machine while other jobs were running (load ~3-4):
-  wall time 4 min 50 s for the whole run (SFT 300 steps ~3 min at 0.5-1.6 s/step,
-  24 RL steps at 2-4 s/step, three dev evaluations at ~8 s each); `make demo` from a
-  fresh clone with the virtualenv in place, load ~2: 3 min 31 s (SFT 1 min 46 s).
-  After SFT (loss 0.03): 90% of dev samples pass the format, source and runtime gates
-  (format 100%, source 100%, runtime 90%), mean reward 0.27; no dev task passes all
-  its rubrics (pass rate 0): the model writes the app skeleton but does not copy the
-  request's ids and values.
-  RL: per-step mean reward over the 8 samples 0.10-0.33 without a trend (greedy dev
-  reward 0.27 -> 0.32 -> 0.28 -> 0.25 at RL steps 0/8/16/24), finite losses, 5-30%
-  of response tokens blamed by credit assignment. This run shows the machinery, not a
-  policy improvement.
-With a third family (counter, whose 4 ids the model must copy from the request) the
-post-SFT gate pass rate drops to 67% (counter 20%), with 240 or 480 SFT steps alike.
+SFT: 300 steps of 4 targets (lr 3e-3, cosine); RL: 16 steps, lr 2e-4 (constant),
+`seq-mean-token-mean`, clip 0.2, one update per rollout batch.
+
+Measured (commit of this docstring; the 2-core CPU machine shared with other agents'
+jobs, load average 15-30 throughout, this job under `nice -n 10`):
+  seed 0: SFT 46 min at 3.4-24 s/step, RL 40-190 s/step; the run was stopped by its
+  `timeout 4000` (67 min) during RL step 14 and resumed from the step-12 checkpoint. The
+  load, not the job, sets these times (`experiments/ablation_small.py` on a quieter
+  machine: 0.8 s per SFT step of 8, 13.8 s per RL step of 32 rollouts); a quiet-machine
+  wall time was not measured.
+  After SFT (per-token loss 0.0036) greedy decoding writes the exact bug on all three
+  requests: dev reward 0.243, gates 0.33 (the misspelt id and the thrown error fail the
+  runtime gate), pass rate 0.00 (seeds 0, 1 and 2 alike). T = 1 samples are the exact
+  bug or the exact reference ~40% of the time. RL, seed 0: dev pass rate 0.67, reward
+  0.843, gates 1.00 at RL steps 4, 8 and 12 (char_counter and guess_number now write the
+  reference; star_rating still its wrong handler operator); training reward 0.38 at
+  step 1, 0.4-0.6 after.
+  Seeds 1 and 2: RL not finished within the session (post-SFT as above).
 """
 
 import ml_collections
 
-FAMILIES = ("dark_mode", "char_counter")
+from experiments import tiny_natural
 
-
-def model_config() -> ml_collections.ConfigDict:
-  """Fields of rcca_jax.models.LingConfig (vocab_size 0: from the tokenizer)."""
-  return ml_collections.ConfigDict(dict(
-      vocab_size=0,
-      hidden_size=128,
-      intermediate_size=256,
-      moe_intermediate_size=32,
-      num_hidden_layers=2,
-      num_attention_heads=4,
-      q_lora_rank=None,
-      kv_lora_rank=32,
-      qk_nope_head_dim=16,
-      qk_rope_head_dim=16,
-      v_head_dim=16,
-      linear_head_dim=16,
-      num_local_experts=4,
-      num_experts_per_tok=2,
-      n_shared_experts=1,
-      n_group=1,
-      topk_group=1,
-      first_k_dense_replace=2,
-      layer_group_size=2,
-      rope_theta=10000.0,
-      max_position_embeddings=1024,
-      dtype="float32",
-      param_dtype="float32",
-      moe_impl="dense",
-  ))
+FAMILIES = ("star_rating", "char_counter", "guess_number")
+model_config = tiny_natural.model_config
 
 
 def get_config() -> ml_collections.ConfigDict:
-  config = ml_collections.ConfigDict()
-  config.seed = 0
-  config.model = model_config()
-  config.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, expert=1, tensor=1))
-  config.micro_batches = 1
-  config.data = ml_collections.ConfigDict(dict(
-      tokenizer="data/tokenizer",
-      train_tasks="data/tasks/train.jsonl",
+  config = tiny_natural.get_config()
+  config.data.families = FAMILIES
+  config.data.setting = "controlled"
+  config.data.controlled = ml_collections.ConfigDict(dict(
       families=FAMILIES,
+      tasks_per_family=1,
+      rates=(0.6,),
+      # Request i gets operator i: the ablation's bugs for these three requests.
+      operators=("handler_op", "misspell_id", "throw"),
+      draws=20,
+      max_mutant_reward=0.9,
+      seed=0,
+      path="",  # empty: DIR/controlled_tasks.jsonl
   ))
-  config.sft = ml_collections.ConfigDict(dict(
-      num_steps=300,
-      batch_size=8,
-      max_len=480,  # the longest example of these families is 473 tokens
-      log_every=10,
-      checkpoint_every=50,
-      optimizer=dict(learning_rate=3e-3, warmup_steps=20, end_lr_ratio=0.05,
-                     weight_decay=0.0, max_grad_norm=1.0),
-  ))
-  config.rl = ml_collections.ConfigDict(dict(
-      num_steps=24,
-      policy_loss="rcca",  # "rcca" | "grpo"
-      group_size=4,
-      prompts_per_step=2,
-      temperature=1.0,  # the loss recomputes log-probs at temperature 1
-      max_new_tokens=352,
-      max_prompt_len=160,
-      checkpoint_every=1,
-      # Optimizer updates per rollout batch: num_iterations passes over mini_batches
-      # slices; old log-probs from the sampler unless recompute_old_logprobs.
-      num_iterations=1,
-      mini_batches=1,
-      recompute_old_logprobs=False,
-      reference="",  # KL reference (kl_beta > 0): "" = the SFT result, or a checkpoint
-      # 1: sample step n+1 (with step n's policy) while step n is graded; one step
-      # off-policy (train/overlap.py).
-      overlap_steps=0,
-      optimizer=dict(learning_rate=2e-4, warmup_steps=0, end_lr_ratio=1.0,
-                     weight_decay=0.0, max_grad_norm=1.0),
-      loss=dict(aggregation="seq-mean-token-mean", eps_low=0.2, eps_high=0.2,
-                kl_beta=0.0, rcca_c=1.2, rcca_positive_blamed=1.0),
-  ))
-  config.eval = ml_collections.ConfigDict(dict(
-      enabled=True,
-      after_sft=True,
-      every_rl_steps=8,  # and at the end of RL
-      tasks="data/tasks/dev.jsonl",
-      per_family=5,
-      num_tasks=0,
-      samples_per_task=1,
-      temperature=0.0,
-      max_new_tokens=352,
-      workers=2,
-      backend="pool",  # "pool": processes on this host; "ray": Ray actors (ray_address)
-      ray_address="",  # "": a local Ray instance; else e.g. "ray://head:10001"
-      # On-disk grading cache (evaluation/grading_cache.py): "" = off; the ablation
-      # runner sets DIR/grading_cache, shared by every seed and arm.
-      grading_cache="",
-      num_reports=3,
-      evaluator=dict(response_deadline=30.0, load_timeout=5.0, rubric_timeout=10.0),
-  ))
-  config.checkpoint = ml_collections.ConfigDict(dict(max_to_keep=2, async_save=False))
+  config.credit = ml_collections.ConfigDict(dict(direct=3.0, context=1.5, cap=4.0))
+  config.sft.num_steps = 300
+  config.sft.batch_size = 4
+  config.sft.max_len = 640  # the longest target is 610 tokens
+  config.sft.checkpoint_every = 100
+  config.sft.optimizer.warmup_steps = 30
+  config.rl.num_steps = 16
+  config.rl.group_size = 8
+  config.rl.prompts_per_step = 3
+  config.rl.max_new_tokens = 464
+  config.rl.max_prompt_len = 192
+  config.rl.checkpoint_every = 4
+  config.rl.optimizer.learning_rate = 2e-4
+  config.eval.every_rl_steps = 4
+  config.eval.max_new_tokens = 464
+  config.eval.num_reports = 3
+  config.eval.evaluator.reward = ml_collections.ConfigDict(dict(
+      format_fail=0.0, source_fail=0.05, runtime_fail=0.10, floor=0.2))
+  config.checkpoint.max_to_keep = 1
   return config

@@ -1,4 +1,4 @@
-"""GRPO-vs-RCCA ablation, RCCA arm: tiny_cpu with a longer RL stage.
+"""GRPO-vs-RCCA ablation, RCCA arm: tiny_natural with a longer RL stage.
 
     python -m rcca_jax.main --config=experiments/tiny_rcca.py --workdir=/tmp/abl_rcca
     python -m rcca_jax.main --config=experiments/tiny_grpo.py --workdir=/tmp/abl_grpo
@@ -10,11 +10,11 @@ finished). Compare `reward_mean` and `pass_rate` of the `rl` and `eval` rows in 
 two `metrics.jsonl` files (or `tensorboard --logdir` over both directories).
 """
 
-from experiments import tiny_cpu
+from experiments import tiny_natural
 
 
 def get_config(policy_loss: str = "rcca"):
-  config = tiny_cpu.get_config()
+  config = tiny_natural.get_config()
   config.rl.num_steps = 40
   config.rl.prompts_per_step = 4
   config.eval.every_rl_steps = 10

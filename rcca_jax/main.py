@@ -1,10 +1,10 @@
 """The training job: `python -m rcca_jax.main --config=experiments/NAME.py --workdir=DIR`.
 
 `--mode=train` (default) runs SFT then RL, resuming from DIR's latest checkpoint;
-`--mode=eval` evaluates the latest checkpoint (or `--checkpoint=sft|rl|base`, base = the
-untrained or `init_from_hf` weights) on `--tasks` (default: the config's eval split) and
-writes responses, evaluations, a report and a summary (per family, category and
-difficulty) under DIR/eval/;
+`--mode=eval` evaluates the latest checkpoint (or `--checkpoint=sft|rl|best|base`; best:
+the best dev reward's, base: the untrained or `init_from_hf` weights) on `--tasks`
+(default: the config's eval split) and writes responses, evaluations, a report and a
+summary (per family, category and difficulty) under DIR/eval/;
 `--mode=plan` compiles the config's steps for its mesh on fake CPU devices and prints
 the per-device memory, the last line one JSON object (`rcca_jax.train.plan`).
 Config fields can be overridden on the command line, e.g. `--config.rl.num_steps=3`.
@@ -12,7 +12,8 @@ Several processes (hosts) run one job with `--coordinator_address=HOST:PORT
 --num_processes=N --process_id=I` on each (`rcca_jax.parallel.multihost`; absent,
 JAX detects TPU/GPU/Slurm clusters itself).
 The config is checked before any work: an invalid one exits with status 2 and one
-message naming every bad field.
+message naming every bad field; so does an override of a field the config does not have
+(one line with the closest known name).
 """
 
 import json
@@ -25,14 +26,17 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from rcca_jax.base import mapping
+
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it exists).")
 _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "plan"],
                           "Train, evaluate a checkpoint, or plan memory without devices.")
 _TASKS = flags.DEFINE_string("tasks", None, "--mode=eval: task file (default: config.eval.tasks).")
 _CHECKPOINT = flags.DEFINE_enum(
-    "checkpoint", "latest", ["latest", "sft", "rl", "base"],
-    "--mode=eval: what to evaluate; base = no checkpoint (initial or init_from_hf weights).")
+    "checkpoint", "latest", ["latest", "sft", "rl", "best", "base"],
+    "--mode=eval: what to evaluate; best = the RL state of the best dev reward "
+    "(checkpoint.keep_best); base = no checkpoint (initial or init_from_hf weights).")
 _PLAN_DEVICES = flags.DEFINE_integer(
     "plan_devices", 0, "--mode=plan: fake devices (default: the product of config.mesh).")
 _COORDINATOR = flags.DEFINE_string(
@@ -75,6 +79,33 @@ def _run(config) -> None:
     trainer.evaluate_checkpoint(_TASKS.value, checkpoint=_CHECKPOINT.value)
 
 
+def _config_path(argv: list[str]) -> str | None:
+  for i, arg in enumerate(argv):
+    if arg.startswith(("--config=", "-config=")):
+      return arg.split("=", 1)[1]
+    if arg in ("--config", "-config") and i + 1 < len(argv):
+      return argv[i + 1]
+  return None
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  """absl's flag parsing; an override of an unknown config field (ml_collections raises
+  KeyError or AttributeError with a traceback) prints one line and exits 2."""
+  try:
+    return app.parse_flags_with_usage(argv)
+  except (KeyError, AttributeError) as e:
+    found, path = None, _config_path(argv)
+    if path:  # the file alone, without the overrides that failed
+      values = flags.FLAGS["config"].parser.parse(path).to_dict()
+      for arg in argv[1:]:
+        if arg.startswith("--config."):
+          found = mapping.unknown_path(values, arg[len("--config."):].split("=", 1)[0])
+          if found:
+            break
+    print(f"invalid config override: {found or e}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
@@ -90,4 +121,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)

@@ -7,8 +7,11 @@ import types
 
 from absl.testing import absltest
 
+from experiments import ablation_small
 from experiments import moe_124b
 from experiments import tiny_cpu
+from experiments import tiny_natural
+from rcca_jax.base import mapping
 from rcca_jax.train import config_check
 from rcca_jax.train import prompts
 from rcca_jax.train import configs
@@ -20,13 +23,17 @@ class ConfigCheckTest(absltest.TestCase):
 
   def test_shipped_configs_pass(self):
     for devices in (1, 8):
+      for config in (tiny_natural, ablation_small):
+        self.assertEqual(config_check.problems(config.get_config(),
+                                               num_devices=devices), [])
+    for devices in (1, 4):  # the demo's SFT batch is 4
       self.assertEqual(config_check.problems(tiny_cpu.get_config(),
                                              num_devices=devices), [])
     self.assertEqual(config_check.problems(moe_124b.get_config(), num_devices=256,
                                            mode="plan"), [])
 
   def test_every_problem_is_named(self):
-    config = tiny_cpu.get_config()
+    config = tiny_natural.get_config()
     config.rl.typo_field = 1
     config.rl.loss.kl_betta = 0.1
     config.eval.evaluator.load_timeout_s = 3.0
@@ -70,7 +77,7 @@ class ConfigCheckTest(absltest.TestCase):
                                                      mode="plan")[0])
 
   def test_overlap_backend_and_processes(self):
-    config = tiny_cpu.get_config()
+    config = tiny_natural.get_config()
     config.rl.overlap_steps = 2
     config.eval.backend = "threads"
     config.eval.ray_address = "head:6379"
@@ -80,7 +87,7 @@ class ConfigCheckTest(absltest.TestCase):
                     "eval.ray_address='head:6379' needs eval.backend='ray'",
                     "rl.prompts_per_step=3 is not divisible by the 2 processes"):
       self.assertIn(message, text)
-    config = tiny_cpu.get_config()
+    config = tiny_natural.get_config()
     config.rl.overlap_steps = 1
     config.rl.recompute_old_logprobs = True
     self.assertIn("rl.overlap_steps=1 with rl.recompute_old_logprobs=True",
@@ -90,7 +97,7 @@ class ConfigCheckTest(absltest.TestCase):
     self.assertEqual(config_check.problems(config, num_devices=4, num_processes=2), [])
 
   def test_reference_checks(self):
-    config = tiny_cpu.get_config()
+    config = tiny_natural.get_config()
     config.rl.reference = "/no/such/checkpoint"
     self.assertEqual(config_check.problems(config, num_devices=1), [
         "rl.reference='/no/such/checkpoint' is set but rl.loss.kl_beta=0 (no KL term)"])
@@ -110,6 +117,51 @@ class ConfigCheckTest(absltest.TestCase):
                   "256-way batch axis (fsdp×expert) = 512", out.stderr)
     self.assertIn("rl.temperature=0.5", out.stderr)
     self.assertNotIn("Traceback", out.stderr)
+    self.assertEqual(out.stdout, "")
+
+
+class RangesAndOverridesTest(absltest.TestCase):
+
+  def test_loss_and_credit_ranges(self):
+    config = tiny_cpu.get_config()
+    config.rl.loss.update(eps_low=2.0, eps_high=0.0, rcca_c=-1.0)
+    config.credit.update(direct=0.5, context=0.9)
+    self.assertEqual(config_check.problems(config, num_devices=1), [
+        "rl.loss.eps_low=2.0 must be in (0, 1)", "rl.loss.eps_high=0.0 must be > 0",
+        "rl.loss.rcca_c=-1.0 must be > 0", "credit.direct=0.5 must be >= 1",
+        "credit.context=0.9 must be >= 1"])
+    config = tiny_cpu.get_config()
+    config.credit.update(direct=3.0, cap=2.0)
+    config.eval.collapse_margin = -0.1
+    self.assertEqual(config_check.problems(config, num_devices=1), [
+        "eval.collapse_margin=-0.1 must be >= 0",
+        "credit.cap=2.0 must be >= credit.direct=3.0 (the cap bounds the accumulated "
+        "weight)"])
+    config = tiny_cpu.get_config()
+    config.rl.loss.update(eps_low=0.999, eps_high=5.0, rcca_c=0.01)
+    config.credit.update(direct=1.0, context=1.0, cap=1.0)
+    self.assertEqual(config_check.problems(config, num_devices=1), [])
+
+  def test_unknown_path_names_the_closest_field(self):
+    values = tiny_cpu.get_config().to_dict()
+    self.assertEqual(mapping.unknown_path(values, "rl.gruop_size"),
+                     "rl.gruop_size: unknown field (did you mean rl.group_size?)")
+    self.assertEqual(mapping.unknown_path(values, "rl.loss.qqq"),
+                     "rl.loss.qqq: unknown field")
+    self.assertEqual(mapping.unknown_path(values, "seed.x"),
+                     "seed.x: seed is a value, not a section")
+    self.assertIsNone(mapping.unknown_path(values, "rl.loss.eps_low"))
+
+  def test_misspelt_override_is_one_line_and_exit_2(self):
+    out = subprocess.run(
+        [sys.executable, "-m", "rcca_jax.main", "--config=experiments/tiny_cpu.py",
+         "--workdir=/nonexistent", "--config.rl.gruop_size=3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    self.assertEqual(out.returncode, 2, out.stderr[-2000:])
+    self.assertEqual(out.stderr.strip().splitlines(), [
+        "invalid config override: rl.gruop_size: unknown field (did you mean "
+        "rl.group_size?)"])
     self.assertEqual(out.stdout, "")
 
 

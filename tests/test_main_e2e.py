@@ -1,4 +1,4 @@
-"""End to end: `python -m rcca_jax.main` on a shrunk tiny_cpu config (SFT, eval, RL).
+"""End to end: `python -m rcca_jax.main` on a shrunk tiny_natural config (SFT, eval, RL).
 
 Runs the real job in subprocesses (real tokenizer, model, orbax, Chromium pool),
 then checks metrics.jsonl, checkpoints and resume: a re-run with more RL steps
@@ -47,7 +47,7 @@ SHRINK = [
 def _run(workdir, *extra, wait=True):
   # The environment carries the tests' persistent compilation cache (conftest.py).
   env = dict(os.environ, JAX_PLATFORMS="cpu", TOKENIZERS_PARALLELISM="false")
-  cmd = [sys.executable, "-m", "rcca_jax.main", "--config=experiments/tiny_cpu.py",
+  cmd = [sys.executable, "-m", "rcca_jax.main", "--config=experiments/tiny_natural.py",
          f"--workdir={workdir}", *SHRINK, *extra]
   if not wait:
     # stderr goes to a file: an unread pipe would fill up and stall the job.
@@ -155,8 +155,8 @@ class TrainerPartsTest(parameterized.TestCase):
 
 def _tiny_config(*, dev_eval: bool = False, **rl):
   sys.path.insert(0, str(REPO))
-  from experiments import tiny_cpu  # pylint: disable=import-outside-toplevel
-  config = tiny_cpu.get_config()
+  from experiments import tiny_natural  # pylint: disable=import-outside-toplevel
+  config = tiny_natural.get_config()
   config.model.update(hidden_size=32, intermediate_size=64)
   config.data.families = ("dark_mode",)
   config.sft.update(num_steps=2, batch_size=2, log_every=1)
@@ -195,9 +195,15 @@ class TrainerInProcessTest(absltest.TestCase):
     for key in ("loss", "reward_mean", "pass_rate", "grad_norm"):
       self.assertTrue(math.isfinite(rl[key]), (key, rl))
     self.assertEqual(rl["sequences"], 2.0)
-    self.assertEqual(sorted(os.listdir(os.path.join(workdir, "checkpoints"))), ["rl", "sft"])
+    self.assertEqual(sorted(os.listdir(os.path.join(workdir, "checkpoints"))),
+                     ["best", "rl", "sft"])
     self.assertIn("2", os.listdir(os.path.join(workdir, "checkpoints", "sft")))
     self.assertIn("1", os.listdir(os.path.join(workdir, "checkpoints", "rl")))
+    # best: the post-SFT state (RL step 0) unless RL step 1's dev reward is higher.
+    best_step = 1 if rows[4]["reward_mean"] > rows[2]["reward_mean"] else 0
+    self.assertEqual(os.listdir(os.path.join(workdir, "checkpoints", "best")),
+                     [str(best_step)])
+    self.assertTrue(os.path.isfile(os.path.join(workdir, "curves.png")))
 
   def test_rl_temperature_other_than_one_is_refused(self):
     with self.assertRaisesRegex(ValueError, "rl.temperature"):
@@ -255,6 +261,15 @@ class MainEndToEndTest(absltest.TestCase):
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     self.assertEqual(summary["samples"], 1)
     self.assertTrue(pathlib.Path(workdir, "eval", "rl_000002_dev", "summary.json").is_file())
+
+    # --checkpoint=best: the RL state of the best dev reward (saved with its step).
+    best = os.listdir(ckpt / "best")
+    self.assertLen(best, 1)
+    proc = _run(workdir, "--mode=eval", "--checkpoint=best", "--tasks=data/tasks/dev.jsonl",
+                "--config.eval.num_tasks=1")
+    self.assertEqual(json.loads(proc.stdout.strip().splitlines()[-1])["samples"], 1)
+    self.assertTrue(pathlib.Path(workdir, "eval", f"best_{int(best[0]):06d}_dev",
+                                 "summary.json").is_file())
 
   def test_sigkill_mid_rl_resumes_at_next_step(self):
     root = self.create_tempdir().full_path

@@ -7,7 +7,7 @@ from unittest import mock
 import pytest
 from absl.testing import absltest
 
-from experiments import tiny_cpu
+from experiments import tiny_natural
 from rcca_jax.evaluation.grader import Grader
 from rcca_jax.train import trainer as trainer_lib
 
@@ -33,7 +33,7 @@ class FakeGrader:
 
 
 def _config():
-  config = tiny_cpu.get_config()
+  config = tiny_natural.get_config()
   config.model.update(hidden_size=32, intermediate_size=64)
   config.data.families = ("dark_mode",)
   config.sft.update(num_steps=1, batch_size=2, log_every=1)

@@ -70,6 +70,24 @@ class Checkpointer:
             meta=ocp.args.JsonRestore()))
     return restored["state"], restored["meta"]["data_position"]
 
+  def data_position(self, step: Optional[int] = None) -> Optional[dict[str, Any]]:
+    """The JSON record saved with `step` (default: latest) without the state; None
+    when there is no checkpoint."""
+    self._manager.wait_until_finished()
+    step = self._manager.latest_step() if step is None else step
+    if step is None:
+      return None
+    restored = self._manager.restore(
+        step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+    return restored["meta"]["data_position"]
+
+  def delete_from(self, step: int) -> None:
+    """Deletes the checkpoints at `step` and later (work a resumed run redoes)."""
+    self._manager.wait_until_finished()
+    for saved in self._manager.all_steps():
+      if saved >= step:
+        self._manager.delete(saved)
+
   def wait(self) -> None:
     """Blocks until pending asynchronous saves are on disk."""
     self._manager.wait_until_finished()

@@ -9,6 +9,7 @@ its field names), the mesh against the device count, that every batch splits ove
 micro-batches (and RL mini-batches) and then over the mesh's batch axis, loss /
 optimizer / credit / evaluator / model sections that their classes accept, the RL temperature
 rule, token budgets against `model.max_position_embeddings`, a usable KL reference,
+the loss and credit-weight ranges (`RANGES`; `credit.cap` >= `credit.direct`),
 overlap (0 or 1, not with recomputed old log-probs), the grading backend and cache, prompts
 that split over the job's processes, and (train mode) the files the job reads. Prompts
 longer than `rl.max_prompt_len` need the tokenizer and are checked when the tasks are
@@ -64,8 +65,9 @@ SCHEMA: dict[str, Any] = {
              "per_family": None, "num_tasks": None, "samples_per_task": None,
              "temperature": None, "max_new_tokens": None, "workers": None,
              "num_reports": None, "evaluator": EvalConfig, "backend": None,
-             "ray_address": None, "grading_cache": None, "samples_per_request": None},
-    "checkpoint": {"max_to_keep": None, "async_save": None},
+             "ray_address": None, "grading_cache": None, "samples_per_request": None,
+             "collapse_margin": None},
+    "checkpoint": {"max_to_keep": None, "async_save": None, "keep_best": None},
     # Read by `rcca_jax.ablation` only: arm name -> "FIELD=VALUE;..." overrides.
     "arms": None, "ablation": {"arms": None, "bootstrap": None},
     # Read by `rcca_jax.sweep` only: setting names to run, name -> overrides.
@@ -73,6 +75,17 @@ SCHEMA: dict[str, Any] = {
 }
 SETTINGS = ("natural", "controlled")
 SAMPLES_PER_REQUEST = 8  # eval.samples_per_request when unset (sampled pass@1; 0: off)
+# Field -> (low, high, low open, high open, default) of a number that must lie in range.
+RANGES = {
+    "rl.loss.eps_low": (0.0, 1.0, True, True, 0.2),
+    "rl.loss.eps_high": (0.0, math.inf, True, True, 0.2),
+    "rl.loss.rcca_c": (0.0, math.inf, True, True, 1.2),
+    "rl.loss.rcca_positive_blamed": (0.0, math.inf, False, True, 1.0),
+    "credit.direct": (1.0, math.inf, False, True, 3.0),
+    "credit.context": (1.0, math.inf, False, True, 1.5),
+    "credit.cap": (1.0, math.inf, False, True, 4.0),
+    "eval.collapse_margin": (0.0, math.inf, False, True, 0.1),
+}
 
 
 class ConfigError(ValueError):
@@ -188,6 +201,26 @@ def _check_sections(c: _Collector) -> None:
     LingConfig(**model)
   except (TypeError, ValueError) as e:
     c.add(f"model: {e}")
+
+
+def _check_ranges(c: _Collector) -> None:
+  """`RANGES`, and the weight cap at least the direct weight."""
+  values = {}
+  for path, (low, high, low_open, high_open, default) in RANGES.items():
+    value = c.get(path, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+      c.add(f"{path}={value!r} must be a number")
+      continue
+    values[path] = value
+    below = value <= low if low_open else value < low
+    above = value >= high if high_open else value > high
+    if below or above:
+      interval = (f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+                  if high < math.inf else f"{'>' if low_open else '>='} {low:g}")
+      c.add(f"{path}={value!r} must be {'in ' if high < math.inf else ''}{interval}")
+  if values.get("credit.cap", math.inf) < values.get("credit.direct", 0.0):
+    c.add(f"credit.cap={values['credit.cap']!r} must be >= credit.direct="
+          f"{values['credit.direct']!r} (the cap bounds the accumulated weight)")
 
 
 def _check_batches(c: _Collector, num_devices: int) -> None:
@@ -321,6 +354,7 @@ def problems(config: ml_collections.ConfigDict | Mapping[str, Any], *,
   c = _Collector(values)
   c.problems += [f"{name}: unknown field" for name in unknown_fields(values, SCHEMA)]
   _check_sections(c)
+  _check_ranges(c)
   _check_batches(c, num_devices)
   _check_rl(c, mode)
   _check_scale(c, num_processes)

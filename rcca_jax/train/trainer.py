@@ -6,6 +6,13 @@ Stages and checkpoints (orbax, under `DIR/checkpoints/`):
   rl/   TrainState of the RL stage (fresh optimizer, params from the finished SFT
         stage); its step counts optimizer updates, `rl.num_iterations` x
         `rl.mini_batches` per RL step (data position: prompt batches consumed).
+  best/ (`checkpoint.keep_best`, default on) the RL TrainState of the best dev reward
+        so far, the post-SFT evaluation (RL step 0) included; its data position also
+        holds `dev_reward` and `rl_step`. `--mode=eval --checkpoint=best` reads it.
+After each RL dev evaluation a watched metric (`outcome.WATCHED`: reward, gate rates)
+more than `eval.collapse_margin` below the post-SFT evaluation prints one warning line.
+At the end of `train` the run's before/after table, `DIR/curves.png` and the report
+paths are printed (`outcome`).
 With `rl.loss.kl_beta > 0` the KL reference is the latest sft/ checkpoint (or the one
 `rl.reference` names), so a resumed run uses the same reference.
 Re-running on the same directory restores the latest checkpoint of the furthest stage
@@ -59,6 +66,7 @@ from rcca_jax.sampling import JaxSampler, Sampler
 from rcca_jax.train import config_check
 from rcca_jax.train import eval_loop
 from rcca_jax.train import logging as logging_lib
+from rcca_jax.train import outcome as outcome_lib
 from rcca_jax.train import overlap as overlap_lib
 from rcca_jax.train import prompts as prompts_lib
 from rcca_jax.train import rollouts as rollouts_lib
@@ -127,6 +135,8 @@ class Trainer:
                          config.rl.num_steps * self.updates.updates_per_batch),
         config.rl.num_steps)
     self.loss = loss_config(config)
+    self.keep_best = bool(config.checkpoint.get("keep_best", True))
+    self.best = self._checkpointer("best", max_to_keep=1) if self.keep_best else None
     self.metrics = logging_lib.MetricsLogger(workdir)
     self._closed = False
     self._pool: Optional[Grader] = grader
@@ -166,17 +176,20 @@ class Trainer:
     jobs = hits + now["cache_misses"] - before["cache_misses"]
     return {"cache_hits": float(hits), "cache_hit_rate": hits / jobs if jobs else 0.0}
 
-  def _checkpointer(self, stage: str) -> checkpoint_lib.Checkpointer:
+  def _checkpointer(self, stage: str, max_to_keep: Optional[int] = None
+                    ) -> checkpoint_lib.Checkpointer:
     c = self.config.checkpoint
     return checkpoint_lib.Checkpointer(
-        os.path.join(self.workdir, "checkpoints", stage), max_to_keep=c.max_to_keep,
-        async_save=c.async_save)
+        os.path.join(self.workdir, "checkpoints", stage),
+        max_to_keep=max_to_keep or c.max_to_keep, async_save=c.async_save)
 
   def open(self) -> "Trainer":
     """Reopens checkpoints and metrics after `close` (a Trainer can run again)."""
     if self._closed:
       for stage in (self.sft, self.rl):
         stage.checkpointer = self._checkpointer(stage.name)
+      if self.keep_best:
+        self.best = self._checkpointer("best", max_to_keep=1)
       self.metrics = logging_lib.MetricsLogger(self.workdir)
       self._closed = False
     return self
@@ -188,6 +201,8 @@ class Trainer:
       return
     for stage in (self.sft, self.rl):
       stage.checkpointer.close()
+    if self.best is not None:
+      self.best.close()
     if self._pool is not None:
       self._pool.close()  # reusable: a later run starts its workers again
     self.metrics.close()
@@ -391,6 +406,64 @@ class Trainer:
                      if summary.get("bug_prob_mean") is not None else "")
     return summary
 
+  def keep_if_best(self, state, reward: Optional[float], rl_step: int) -> bool:
+    """Saves the RL `state` as `best` when its dev `reward` (process 0's) beats the
+    saved best (or none is saved); whether it did. A collective: every process calls."""
+    if self.best is None:
+      return False
+    if multihost.is_multi_process():
+      reward = multihost.allgather_json(reward)[0]
+    if reward is None:
+      return False
+    saved = self.best.data_position()
+    if saved is not None and saved["rl_step"] >= rl_step:  # a resumed run redid it
+      self.best.delete_from(int(jax.device_get(state.step)))
+      saved = self.best.data_position()
+    if saved is not None and reward <= saved["dev_reward"]:
+      return False
+    self.best.save(state, {"prompt_batches": rl_step, "rl_step": rl_step,
+                           "dev_reward": float(reward)}, force=True)
+    self.best.wait()
+    logging_lib.note("best dev reward so far (%.3f, RL step %d): saved as %s", reward,
+                     rl_step, self.best.directory)
+    return True
+
+  def warn_on_collapse(self, summary: dict[str, Any], where: str) -> Optional[str]:
+    """The collapse warning line (`outcome.collapse_warning`) of a dev evaluation
+    against the post-SFT one in `metrics.jsonl`, printed; None when nothing fell."""
+    before = outcome_lib.eval_rows(self.metrics.rows(), "sft")
+    if not summary or not before:
+      return None
+    line = outcome_lib.collapse_warning(before[-1], summary,
+                                        self.config.eval.get("collapse_margin", 0.1), where)
+    if line:
+      logging_lib.note("%s", line)
+    return line
+
+  def report_outcome(self) -> Optional[str]:
+    """The before/after table (post-SFT and last RL dev evaluation), `DIR/curves.png`
+    and the paths of the reports and TensorBoard, printed by process 0; the text."""
+    rows = self.metrics.rows()
+    before, after = (outcome_lib.eval_rows(rows, "sft"), outcome_lib.eval_rows(rows, "rl"))
+    if jax.process_index() or not before or not after:
+      return None
+    before, after = before[-1], after[-1]
+    plot = outcome_lib.plot_curves(rows, os.path.join(self.workdir, "curves.png"))
+    ev = os.path.join(self.workdir, "eval")
+    lines = ["", outcome_lib.table(before, after), "",
+             f"credit reports: {ev}/sft_{before['step']:06d}/report.html, "
+             f"{ev}/rl_{after['step']:06d}/report.html",
+             f"learning curves: {plot}",
+             f"TensorBoard: tensorboard --logdir {os.path.join(self.workdir, 'tb')}"]
+    saved = self.best.data_position() if self.best is not None else None
+    if saved is not None:
+      lines.append(f"best dev reward {saved['dev_reward']:.3f} at RL step "
+                   f"{saved['rl_step']}: {self.best.directory} (--mode=eval "
+                   "--checkpoint=best)")
+    text = "\n".join(lines)
+    print(text, flush=True)
+    return text
+
   def _logged_eval(self, after: str, step: int) -> bool:
     return any(r.get("stage") == "eval" and r.get("after") == after
                and r.get("step") == step for r in self.metrics.rows())
@@ -540,7 +613,9 @@ class Trainer:
         bar.update(reward=row["reward_mean"], passed=row["pass_rate"], loss=row["loss"])
         if start % self.config.eval.every_rl_steps == 0 or start == stage.num_steps:
           if self.config.eval.enabled:
-            self.evaluate(state, "rl", start)
+            summary = self.evaluate(state, "rl", start)
+            self.warn_on_collapse(summary, f"after RL step {start}")
+            self.keep_if_best(state, summary.get("reward_mean"), start)
     finally:
       bar.close()
     stage.checkpointer.wait()
@@ -575,15 +650,25 @@ class Trainer:
             and not self._logged_eval("sft", done)):
           self.evaluate(state, "sft", done)
         state = self.rl_state_from(state)
+        post_sft = outcome_lib.eval_rows(self.metrics.rows(), "sft")
+        self.keep_if_best(state, post_sft[-1]["reward_mean"] if post_sft else None, 0)
       self.run_rl(state)
+      self.report_outcome()
     finally:
       self.close()
 
   def _eval_state(self, which: str) -> tuple[str, train_step.TrainState]:
-    """(stage name, state) to evaluate: "latest" (RL if any, else SFT), "rl", "sft", or
-    "base" (no checkpoint: the initial or `init_from_hf` parameters)."""
+    """(stage name, state) to evaluate: "latest" (RL if any, else SFT), "rl", "sft",
+    "best" (the RL state of the best dev reward) or "base" (no checkpoint: the initial
+    or `init_from_hf` parameters)."""
     if which == "base":
       return "base", self._fresh_state(self.sft.opt_config)
+    if which == "best":
+      if self.best is None or self.best.latest_step() is None:
+        raise FileNotFoundError(
+            f"no best checkpoint under {self.workdir}/checkpoints/best (a run with "
+            "checkpoint.keep_best=True saves one after its dev evaluations)")
+      return "best", self._restore(dataclasses.replace(self.rl, checkpointer=self.best))[0]
     stages = {"latest": (self.rl, self.sft), "rl": (self.rl,), "sft": (self.sft,)}[which]
     for stage in stages:
       if stage.checkpointer.latest_step() is not None:
