@@ -28,7 +28,10 @@ from rcca_jax.credit import controlled
 from rcca_jax.data.selection import resolve_path
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import BACKENDS
+from rcca_jax.models import families
+from rcca_jax.models import hf_checkpoint
 from rcca_jax.models.config import LingConfig
+from rcca_jax.models.llama_config import LlamaConfig
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import partitioning
 from rcca_jax.rl import losses
@@ -41,7 +44,10 @@ LONG_PROMPTS = ("refuse", "skip")
 _LOSS_FIELDS = {f.name: None for f in dataclasses.fields(losses.LossConfig)
                 if f.name != "policy_loss"}
 SCHEMA: dict[str, Any] = {
-    "seed": None, "model": LingConfig, "mesh": {a: None for a in mesh_lib.AXES},
+    "seed": None,
+    "model": {"family": None, **{f.name: None for cls in (LingConfig, LlamaConfig)
+                                 for f in dataclasses.fields(cls)}},
+    "mesh": {a: None for a in mesh_lib.AXES},
     "micro_batches": None, "logits_chunk": None, "init_from_hf": None,
     "data": {"tokenizer": None, "train_tasks": None, "families": None,
              "setting": None,
@@ -178,9 +184,19 @@ def _check_sections(c: _Collector) -> None:
   if not model.get("vocab_size"):
     model["vocab_size"] = 64  # taken from the tokenizer at run time
   try:
-    LingConfig(**model)
+    families.config_from_fields(model)
   except (TypeError, ValueError) as e:
     c.add(f"model: {e}")
+  init_from = c.get("init_from_hf")
+  if init_from and "family" in model and _exists(os.path.join(init_from, "config.json")):
+    try:
+      found = families.family_of(hf_checkpoint.read_config(resolve_path(init_from)))
+    except ValueError as e:
+      c.add(f"init_from_hf={init_from!r}: {e}")
+    else:
+      if found != model["family"]:
+        c.add(f"model.family={model['family']!r} but init_from_hf={init_from!r} is a "
+              f"{found!r} checkpoint")
 
 
 def _check_batches(c: _Collector, num_devices: int) -> None:
@@ -267,8 +283,10 @@ def _check_scale(c: _Collector, num_processes: int) -> None:
 
 
 def _check_lengths(c: _Collector) -> None:
+  family = c.get("model.family") or families.DEFAULT_FAMILY
+  cls = LingConfig if family == "ling" else LlamaConfig
   budget = c.get("model.max_position_embeddings",
-                 LingConfig.__dataclass_fields__["max_position_embeddings"].default)
+                 cls.__dataclass_fields__["max_position_embeddings"].default)
   if c.get("init_from_hf"):
     return  # The checkpoint sets max_position_embeddings.
   prompt = c.integer("rl.max_prompt_len", 1)

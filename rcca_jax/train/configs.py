@@ -7,7 +7,7 @@ import ml_collections
 
 from rcca_jax.data import chat
 from rcca_jax.data.selection import resolve_path
-from rcca_jax.models import LingConfig
+from rcca_jax.models import families
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import updates as updates_lib
@@ -18,9 +18,10 @@ def load_tokenizer(path: str) -> Any:
   return AutoTokenizer.from_pretrained(resolve_path(path))
 
 
-def model_config(config: ml_collections.ConfigDict, tokenizer: Any) -> LingConfig:
-  """LingConfig from `config.model`; `vocab_size` 0 takes the tokenizer's (rounded up
-  to a multiple of 64), pad/eos ids come from the tokenizer."""
+def model_config(config: ml_collections.ConfigDict, tokenizer: Any) -> families.ModelConfig:
+  """The model config of `config.model` (its `family` picks the class, default Ling);
+  `vocab_size` 0 takes the tokenizer's (rounded up to a multiple of 64), pad/eos ids
+  come from the tokenizer."""
   fields = dict(config.model.to_dict())
   if not fields.get("vocab_size"):
     fields["vocab_size"] = -(-len(tokenizer) // 64) * 64
@@ -29,7 +30,7 @@ def model_config(config: ml_collections.ConfigDict, tokenizer: Any) -> LingConfi
                      f"tokenizer's {len(tokenizer)} tokens")
   fields["pad_token_id"] = chat.pad_id(tokenizer)
   fields["eos_token_id"] = chat.eos_ids(tokenizer)[0]
-  return LingConfig(**fields)
+  return families.config_from_fields(fields)
 
 
 def optimizer_config(values: ml_collections.ConfigDict, num_steps: int

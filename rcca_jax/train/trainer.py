@@ -45,8 +45,8 @@ from rcca_jax.data.selection import load_task_file, resolve_path, select_tasks
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import Grader, make_grader
 from rcca_jax.evaluation.pool import Job
-from rcca_jax.models import LingForCausalLM
-from rcca_jax.models.config import RUNTIME_FIELDS
+from rcca_jax.models import families
+from rcca_jax.models import hf_checkpoint
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import multihost
 from rcca_jax.rl import checkpoint as checkpoint_lib
@@ -107,15 +107,11 @@ class Trainer:
                  else None)
     self.sample_mesh = multihost.sampling_mesh(self.mesh)  # this process's devices
     init_from = config.get("init_from_hf")
-    if init_from:  # a pretrained `bailing_hybrid` checkpoint (e.g. Ling-3.0-Flash)
-      # The checkpoint gives the architecture; the config, how JAX computes it.
-      runtime = {name: config.model[name] for name in RUNTIME_FIELDS
-                 if name in config.model and name not in ("dtype", "param_dtype")}
-      model = LingForCausalLM.from_hf(resolve_path(init_from),
-                                      dtype=jnp.dtype(config.model.param_dtype), **runtime)
+    if init_from:  # a pretrained checkpoint (Ling `bailing_hybrid`, llama, qwen2, ...)
+      model = self._load_hf(init_from)
       self.model_cfg = model.config
     else:
-      model = LingForCausalLM(self.model_cfg, rngs=nnx.Rngs(config.seed))
+      model = families.build(self.model_cfg, nnx.Rngs(config.seed))
     self.fmodel = train_step.FunctionalModel(model)
     self.sft = _Stage("sft", self._checkpointer("sft"),
         optimizer_config(config.sft.optimizer, config.sft.num_steps), config.sft.num_steps)
@@ -137,6 +133,16 @@ class Trainer:
     self.skipped_prompts = 0
 
   # ---- shared pieces ------------------------------------------------------------
+
+  def _load_hf(self, path: str) -> nnx.Module:
+    """A Hugging Face checkpoint directory's model (the class its model_type names):
+    the checkpoint gives the architecture, `config.model` how JAX computes it."""
+    path = resolve_path(path)
+    family = families.family_of(hf_checkpoint.read_config(path), path)
+    runtime = families.runtime_overrides(family, self.config.model,
+                                         exclude=("dtype", "param_dtype"))
+    return families.from_hf(path, 
+        dtype=jnp.dtype(self.config.model.get("param_dtype", "float32")), **runtime)
 
   def pool(self) -> Grader:
     if self._pool is None:
@@ -264,12 +270,7 @@ class Trainer:
     directory), else this run's final SFT parameters (the initial ones without SFT)."""
     path = self.config.rl.get("reference", "")
     if path and os.path.exists(os.path.join(resolve_path(path), "config.json")):
-      runtime = {name: self.config.model[name] for name in RUNTIME_FIELDS
-                 if name in self.config.model and name not in ("dtype", "param_dtype")}
-      model = LingForCausalLM.from_hf(resolve_path(path),
-                                      dtype=jnp.dtype(self.config.model.param_dtype),
-                                      **runtime)
-      ref = train_step.FunctionalModel(model)
+      ref = train_step.FunctionalModel(self._load_hf(path))
       params, model_state = ref.params, ref.model_state
       if self.mesh is not None:
         params, model_state = jax.device_put((params, model_state),
