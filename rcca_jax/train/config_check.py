@@ -49,6 +49,7 @@ SCHEMA: dict[str, Any] = {
                                  for f in dataclasses.fields(cls)}},
     "mesh": {a: None for a in mesh_lib.AXES},
     "micro_batches": None, "logits_chunk": None, "init_from_hf": None,
+    "init_from_gguf": None,
     "data": {"tokenizer": None, "train_tasks": None, "families": None,
              "setting": None,
              "controlled": {**{f.name: None for f in dataclasses.fields(
@@ -187,6 +188,12 @@ def _check_sections(c: _Collector) -> None:
     families.config_from_fields(model)
   except (TypeError, ValueError) as e:
     c.add(f"model: {e}")
+  if c.get("init_from_hf") and c.get("init_from_gguf"):
+    c.add("init_from_hf and init_from_gguf are both set; a run starts from one checkpoint")
+  if c.get("init_from_gguf") and not str(c.get("init_from_gguf")).endswith(".gguf"):
+    c.add(f"init_from_gguf={c.get('init_from_gguf')!r}: expected a .gguf file")
+  if c.get("init_from_gguf") and model.get("family", "llama") not in ("llama", "qwen2"):
+    c.add(f"model.family={model['family']!r} but init_from_gguf is a Llama-family file")
   init_from = c.get("init_from_hf")
   if init_from and "family" in model and _exists(os.path.join(init_from, "config.json")):
     try:
@@ -287,7 +294,7 @@ def _check_lengths(c: _Collector) -> None:
   cls = LingConfig if family == "ling" else LlamaConfig
   budget = c.get("model.max_position_embeddings",
                  cls.__dataclass_fields__["max_position_embeddings"].default)
-  if c.get("init_from_hf"):
+  if c.get("init_from_hf") or c.get("init_from_gguf"):
     return  # The checkpoint sets max_position_embeddings.
   prompt = c.integer("rl.max_prompt_len", 1)
   new = c.integer("rl.max_new_tokens", 1)
@@ -308,10 +315,10 @@ def _exists(path: str) -> bool:
 
 
 def _check_files(c: _Collector) -> None:
-  if not c.get("data.tokenizer") and not c.get("init_from_hf"):
-    c.add("data.tokenizer is empty (and there is no init_from_hf checkpoint to take "
-          "the tokenizer from)")
-  for path in ("data.tokenizer", "init_from_hf", "data.train_tasks") + (
+  if not c.get("data.tokenizer") and not (c.get("init_from_hf") or c.get("init_from_gguf")):
+    c.add("data.tokenizer is empty (and there is no init_from_hf / init_from_gguf "
+          "checkpoint to take the tokenizer from)")
+  for path in ("data.tokenizer", "init_from_hf", "init_from_gguf", "data.train_tasks") + (
       ("eval.tasks",) if c.get("eval.enabled") else ()):
     value = c.get(path)
     if value and not _exists(value):

@@ -14,8 +14,18 @@ from rcca_jax.rl import updates as updates_lib
 
 
 def load_tokenizer(path: str) -> Any:
+  """A tokenizer directory's (or a checkpoint directory's) tokenizer, or a GGUF file's."""
+  if path.endswith(".gguf"):
+    from rcca_jax.models import gguf_checkpoint  # pylint: disable=import-outside-toplevel
+    return gguf_checkpoint.load_tokenizer(resolve_path(path))
   from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
   return AutoTokenizer.from_pretrained(resolve_path(path))
+
+
+def pretrained_source(config: ml_collections.ConfigDict) -> str:
+  """The checkpoint the run starts from: `init_from_hf` or `init_from_gguf` ("" for
+  none)."""
+  return config.get("init_from_hf") or config.get("init_from_gguf") or ""
 
 
 def model_config(config: ml_collections.ConfigDict, tokenizer: Any) -> families.ModelConfig:

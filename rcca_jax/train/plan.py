@@ -32,6 +32,7 @@ from jax.sharding import NamedSharding
 
 from rcca_jax.data.selection import resolve_path
 from rcca_jax.models import families
+from rcca_jax.models import gguf_checkpoint
 from rcca_jax.models import hf_checkpoint
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.rl import logprobs as logprobs_lib
@@ -44,12 +45,13 @@ GB = 1e9
 
 
 def model_config(config: ml_collections.ConfigDict) -> families.ModelConfig:
-  """The architecture: the init_from_hf checkpoint's (of the family its model_type
-  names), else `config.model` (a vocab size of 0 takes the tokenizer's)."""
+  """The architecture: the init_from_hf / init_from_gguf checkpoint's (of the family
+  its model_type names), else `config.model` (a vocab size of 0 takes the tokenizer's)."""
   fields = dict(config.model.to_dict())
-  init_from = config.get("init_from_hf")
+  init_from = configs.pretrained_source(config)
   if init_from:
-    hf = hf_checkpoint.read_config(resolve_path(init_from))
+    hf = (gguf_checkpoint.read_config(resolve_path(init_from)) if init_from.endswith(".gguf")
+          else hf_checkpoint.read_config(resolve_path(init_from)))
     return families.config_from_hf(
         hf, **families.runtime_overrides(families.family_of(hf, init_from), fields))
   if not fields.get("vocab_size"):

@@ -46,6 +46,7 @@ from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import Grader, make_grader
 from rcca_jax.evaluation.pool import Job
 from rcca_jax.models import families
+from rcca_jax.models import gguf_checkpoint
 from rcca_jax.models import hf_checkpoint
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import multihost
@@ -63,7 +64,7 @@ from rcca_jax.train import overlap as overlap_lib
 from rcca_jax.train import prompts as prompts_lib
 from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train.configs import (load_tokenizer, loss_config, model_config,
-                                    optimizer_config, update_config)
+                                    optimizer_config, pretrained_source, update_config)
 
 LOCALIZE = "rcca_jax.credit.localize:localize_record"
 
@@ -96,17 +97,17 @@ class Trainer:
     self.config = config
     self.workdir = workdir
     os.makedirs(workdir, exist_ok=True)
-    tokenizer_path = config.data.tokenizer or config.get("init_from_hf")
+    tokenizer_path = config.data.tokenizer or pretrained_source(config)
     if not tokenizer_path:
-      raise ValueError("config.data.tokenizer is empty (and there is no init_from_hf "
-                       "checkpoint to take the tokenizer from)")
+      raise ValueError("config.data.tokenizer is empty (and there is no init_from_hf or "
+                       "init_from_gguf checkpoint to take the tokenizer from)")
     self.tokenizer = load_tokenizer(tokenizer_path)
     self.model_cfg = model_config(config, self.tokenizer)
     self.pad_id = chat.pad_id(self.tokenizer)
     self.mesh = (mesh_lib.make_mesh(dict(config.mesh)) if jax.device_count() > 1
                  else None)
     self.sample_mesh = multihost.sampling_mesh(self.mesh)  # this process's devices
-    init_from = config.get("init_from_hf")
+    init_from = pretrained_source(config)
     if init_from:  # a pretrained checkpoint (Ling `bailing_hybrid`, llama, qwen2, ...)
       model = self._load_hf(init_from)
       self.model_cfg = model.config
@@ -135,14 +136,19 @@ class Trainer:
   # ---- shared pieces ------------------------------------------------------------
 
   def _load_hf(self, path: str) -> nnx.Module:
-    """A Hugging Face checkpoint directory's model (the class its model_type names):
-    the checkpoint gives the architecture, `config.model` how JAX computes it."""
+    """A Hugging Face checkpoint directory's model (the class its model_type names) or
+    a GGUF file's: the checkpoint gives the architecture, `config.model` how JAX
+    computes it."""
     path = resolve_path(path)
-    family = families.family_of(hf_checkpoint.read_config(path), path)
+    gguf = path.endswith(".gguf")
+    family = ("llama" if gguf else
+              families.family_of(hf_checkpoint.read_config(path), path))
     runtime = families.runtime_overrides(family, self.config.model,
                                          exclude=("dtype", "param_dtype"))
-    return families.from_hf(path, 
-        dtype=jnp.dtype(self.config.model.get("param_dtype", "float32")), **runtime)
+    dtype = jnp.dtype(self.config.model.get("param_dtype", "float32"))
+    if gguf:
+      return gguf_checkpoint.load(path, dtype=dtype, **runtime)
+    return families.from_hf(path, dtype=dtype, **runtime)
 
   def pool(self) -> Grader:
     if self._pool is None:
@@ -269,7 +275,8 @@ class Trainer:
     directory of this project, e.g. OTHER/checkpoints/sft, or a Hugging Face model
     directory), else this run's final SFT parameters (the initial ones without SFT)."""
     path = self.config.rl.get("reference", "")
-    if path and os.path.exists(os.path.join(resolve_path(path), "config.json")):
+    if path and (path.endswith(".gguf") or
+                 os.path.exists(os.path.join(resolve_path(path), "config.json"))):
       ref = train_step.FunctionalModel(self._load_hf(path))
       params, model_state = ref.params, ref.model_state
       if self.mesh is not None:
@@ -515,7 +522,7 @@ class Trainer:
 
   def _eval_state(self, which: str) -> tuple[str, train_step.TrainState]:
     """(stage name, state) to evaluate: "latest" (RL if any, else SFT), "rl", "sft", or
-    "base" (no checkpoint: the initial or `init_from_hf` parameters)."""
+    "base" (no checkpoint: the initial, `init_from_hf` or `init_from_gguf` parameters)."""
     if which == "base":
       return "base", self._fresh_state(self.sft.opt_config)
     stages = {"latest": (self.rl, self.sft), "rl": (self.rl,), "sft": (self.sft,)}[which]
