@@ -1,11 +1,13 @@
 """The run's typed parts from its experiment config: tokenizer, model, optimizer, updates
 and loss (the translation the trainer and `--mode=plan` share)."""
 
+import os
 from typing import Any
 
 import ml_collections
 
 from rcca_jax.data import chat
+from rcca_jax.data import sentencepiece_tokenizer
 from rcca_jax.data.selection import resolve_path
 from rcca_jax.models import families
 from rcca_jax.rl import losses
@@ -14,12 +16,20 @@ from rcca_jax.rl import updates as updates_lib
 
 
 def load_tokenizer(path: str) -> Any:
-  """A tokenizer directory's (or a checkpoint directory's) tokenizer, or a GGUF file's."""
+  """A tokenizer directory's (or a checkpoint directory's) tokenizer, or a GGUF file's.
+
+  A directory with a `tokenizer.model` and no `tokenizer.json` is a SentencePiece
+  tokenizer (`data.sentencepiece_tokenizer`); otherwise transformers' AutoTokenizer.
+  """
+  path = resolve_path(path)
   if path.endswith(".gguf"):
     from rcca_jax.models import gguf_checkpoint  # pylint: disable=import-outside-toplevel
-    return gguf_checkpoint.load_tokenizer(resolve_path(path))
+    return gguf_checkpoint.load_tokenizer(path)
+  if (os.path.isfile(os.path.join(path, sentencepiece_tokenizer.MODEL_FILE))
+      and not os.path.isfile(os.path.join(path, "tokenizer.json"))):
+    return sentencepiece_tokenizer.SentencePieceTokenizer.from_directory(path)
   from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
-  return AutoTokenizer.from_pretrained(resolve_path(path))
+  return AutoTokenizer.from_pretrained(path)
 
 
 def pretrained_source(config: ml_collections.ConfigDict) -> str:
