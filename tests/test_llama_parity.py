@@ -111,6 +111,30 @@ class LogitsTest(parameterized.TestCase):
       np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6, rtol=1e-5)
 
 
+class SummaryAndShardingTest(absltest.TestCase):
+
+  def test_smollm2_shape_counts_and_shards(self):
+    from jax.sharding import PartitionSpec as P  # pylint: disable=import-outside-toplevel
+    from rcca_jax.models import summary  # pylint: disable=import-outside-toplevel
+    out = summary.summarize({"family": "llama"}, "data:1,fsdp:2,tensor:2")
+    # SmolLM2-135M: 30 x (4 attention + 3 MLP projections + 2 norms), tied table, norm.
+    per_layer = 576 * (576 + 2 * 192 + 576) + 3 * 576 * 1536 + 2 * 576
+    self.assertEqual(out["total_params"], 49152 * 576 + 30 * per_layer + 576)
+    self.assertEqual(out["active_params"], out["total_params"])  # the tied head is used
+    self.assertEqual((out["family"], out["layer_schedule"]["groups"]), ("llama", 30))
+    self.assertLess(out["param_bytes_per_device"], 4 * out["total_params"] / 3)
+    model = summary.abstract_model(LlamaConfig())
+    mesh = summary.mesh_lib.abstract_mesh("data:1,fsdp:2,tensor:2")
+    spec = summary.variable_spec
+    self.assertEqual(spec(model.layers.self_attn.q_proj.kernel, mesh), P(None, "fsdp", "tensor"))
+    self.assertEqual(spec(model.layers.mlp.down_proj.kernel, mesh), P(None, "tensor", "fsdp"))
+    self.assertEqual(spec(model.embed_tokens.embedding, mesh), P("tensor", "fsdp"))
+    # 3 key/value heads x 64 = 192 columns split 2 ways; a split that does not divide
+    # stays whole.
+    mesh3 = summary.mesh_lib.abstract_mesh("data:1,fsdp:1,tensor:5")
+    self.assertEqual(spec(model.layers.self_attn.k_proj.kernel, mesh3), P(None, None, None))
+
+
 class GenerateTest(parameterized.TestCase):
 
   @parameterized.named_parameters(("llama_tied", "llama", dict(tie_word_embeddings=True)),
