@@ -2,7 +2,7 @@
 
 `--mode=train` (default) runs SFT then RL, resuming from DIR's latest checkpoint;
 `--mode=eval` evaluates the latest checkpoint (or `--checkpoint=sft|rl|base`, base = the
-untrained or `init_from_hf` weights) on `--tasks` (default: the config's eval split) and
+untrained, `init_from_hf` or `init_from_gguf` weights) on `--tasks` (default: the config's eval split) and
 writes responses, evaluations, a report and a summary (per family, category and
 difficulty) under DIR/eval/;
 `--mode=plan` compiles the config's steps for its mesh on fake CPU devices and prints
@@ -32,7 +32,7 @@ _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "plan"],
 _TASKS = flags.DEFINE_string("tasks", None, "--mode=eval: task file (default: config.eval.tasks).")
 _CHECKPOINT = flags.DEFINE_enum(
     "checkpoint", "latest", ["latest", "sft", "rl", "base"],
-    "--mode=eval: what to evaluate; base = no checkpoint (initial or init_from_hf weights).")
+    "--mode=eval: what to evaluate; base = no checkpoint (initial, init_from_hf or init_from_gguf weights).")
 _PLAN_DEVICES = flags.DEFINE_integer(
     "plan_devices", 0, "--mode=plan: fake devices (default: the product of config.mesh).")
 _COORDINATOR = flags.DEFINE_string(
