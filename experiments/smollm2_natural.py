@@ -41,11 +41,12 @@ def get_config(preset: str = "gpu") -> ml_collections.ConfigDict:
   config.init_from_gguf = smollm2_gguf()
   # The file gives the architecture; these fields say how JAX computes it.
   config.model = ml_collections.ConfigDict(dict(
-      family="llama", param_dtype="float32", remat=False, attention_block_size=512))
+      family="llama", param_dtype="float32", remat=True, attention_block_size=512))
   config.data.tokenizer = ""  # the GGUF file's
   config.data.families = ablation_small.FAMILIES
   config.data.setting = "natural"
   config.logits_chunk = 256  # 49k vocabulary: logits a chunk of positions at a time
+  config.micro_batches = 4  # gradient accumulation: a quarter of each batch at a time
   config.sft.update(num_steps=600, batch_size=16, max_len=768, log_every=10,
                     checkpoint_every=100)
   config.sft.optimizer.update(learning_rate=5e-5, warmup_steps=30, end_lr_ratio=0.1)
@@ -56,6 +57,8 @@ def get_config(preset: str = "gpu") -> ml_collections.ConfigDict:
   if preset == "smoke":
     config.data.families = ("dark_mode",)
     config.logits_chunk = 0
+    config.micro_batches = 1
+    config.model.remat = False
     config.sft.update(num_steps=1, batch_size=1, log_every=1)
     config.rl.update(num_steps=1, group_size=2, prompts_per_step=1, max_new_tokens=16,
                      checkpoint_every=1)
