@@ -12,8 +12,10 @@ on load), with its own tokenizer and ChatML chat template from the file's metada
 Families: the twelve with the shortest apps (experiments/ablation_small.py); with this
 tokenizer their SFT examples are at most 705 tokens (prompts 210, answers 505).
 
-Presets: "gpu" (default) for one accelerator of >= 16 GB; "smoke" runs one SFT step and
-one RL step of one family on a CPU, without dev evaluation, to check the plumbing.
+Presets: "gpu" (default) for one accelerator; "smoke" runs one SFT step and one RL step
+of one family on a CPU, without dev evaluation, to check the plumbing. With
+`python -m rcca_jax.ablation` the config's arms compare GRPO and RCCA from one SFT run
+(the `smollm2` preset of experiments/notebooks/small_model_ablation.ipynb).
 """
 
 import importlib.util
@@ -54,6 +56,10 @@ def get_config(preset: str = "gpu") -> ml_collections.ConfigDict:
                    max_prompt_len=256, checkpoint_every=5)
   config.rl.optimizer.learning_rate = 2e-6
   config.eval.update(per_family=2, max_new_tokens=640, every_rl_steps=10, workers=8)
+  # `python -m rcca_jax.ablation` arms (the notebook's `smollm2` preset): one SFT, two RL.
+  config.arms = ml_collections.ConfigDict(dict(grpo="rl.policy_loss=grpo",
+                                               rcca="rl.policy_loss=rcca"))
+  config.ablation = ml_collections.ConfigDict(dict(arms="grpo,rcca", bootstrap=2000))
   if preset == "smoke":
     config.data.families = ("dark_mode",)
     config.logits_chunk = 0
