@@ -12,6 +12,14 @@ on load), with its own tokenizer and ChatML chat template from the file's metada
 Families: the twelve with the shortest apps (experiments/ablation_small.py); with this
 tokenizer their SFT examples are at most 705 tokens (prompts 210, answers 505).
 
+Measured (2-core CPU shared with other jobs, load average ~17-20; times include XLA
+compilation): smoke preset (remat off, 1 micro-batch) 16 min 27 s wall, 6.0 GB RSS:
+GGUF load + dequantization about 70 s; SFT step 1 (one 768-token example, 303 answer
+tokens) 378 s, loss 0.925; RL step 1 (2 samples x 16 tokens) 419 s (sampling 129 s,
+update 233 s), reward 0 (16 tokens make no app). `--mode=plan`, gpu preset, 1 device:
+state 1.61 GB, peak 5.13 GB (RL step, 16 x 896 tokens per micro-batch); 8 fake devices
+(data 4 x fsdp 2, --config.micro_batches=2): state 0.81 GB, peak 2.37 GB per device.
+
 Presets: "gpu" (default) for one accelerator; "smoke" runs one SFT step and one RL step
 of one family on a CPU, without dev evaluation, to check the plumbing. With
 `python -m rcca_jax.ablation` the config's arms compare GRPO and RCCA from one SFT run
