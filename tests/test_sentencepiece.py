@@ -128,7 +128,8 @@ class SentencePieceCorpusTest(absltest.TestCase):
     config = tiny_cpu.get_config()
     config.data.tokenizer = path
     config.sft.update(num_steps=3, batch_size=2, log_every=1)
-    config.rl.update(num_steps=2, group_size=2, prompts_per_step=1, max_new_tokens=16)
+    config.rl.update(num_steps=2, group_size=2, prompts_per_step=1, max_new_tokens=16,
+                     max_prompt_len=192)
     config.eval.enabled = False
     workdir = self.create_tempdir().full_path
     with trainer_lib.Trainer(config, workdir, grader=FakeGrader()) as trainer:
