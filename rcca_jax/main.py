@@ -2,9 +2,9 @@
 
 `--mode=train` (default) runs SFT then RL, resuming from DIR's latest checkpoint;
 `--mode=eval` evaluates the latest checkpoint (or `--checkpoint=sft|rl|best|base`; best:
-the best dev reward's, base: the untrained or `init_from_hf` weights) on `--tasks`
-(default: the config's eval split) and writes responses, evaluations, a report and a
-summary (per family, category and difficulty) under DIR/eval/;
+the best dev reward's, base: the untrained, `init_from_hf` or `init_from_gguf` weights) on
+`--tasks` (default: the config's eval split) and writes responses, evaluations, a report
+and a summary (per family, category and difficulty) under DIR/eval/;
 `--mode=plan` compiles the config's steps for its mesh on fake CPU devices and prints
 the per-device memory, the last line one JSON object (`rcca_jax.train.plan`).
 Config fields can be overridden on the command line, e.g. `--config.rl.num_steps=3`.
@@ -36,7 +36,8 @@ _TASKS = flags.DEFINE_string("tasks", None, "--mode=eval: task file (default: co
 _CHECKPOINT = flags.DEFINE_enum(
     "checkpoint", "latest", ["latest", "sft", "rl", "best", "base"],
     "--mode=eval: what to evaluate; best = the RL state of the best dev reward "
-    "(checkpoint.keep_best); base = no checkpoint (initial or init_from_hf weights).")
+    "(checkpoint.keep_best); base = no checkpoint (initial, init_from_hf or "
+    "init_from_gguf weights).")
 _PLAN_DEVICES = flags.DEFINE_integer(
     "plan_devices", 0, "--mode=plan: fake devices (default: the product of config.mesh).")
 _COORDINATOR = flags.DEFINE_string(

@@ -96,5 +96,60 @@ class LingFormatTest(absltest.TestCase):
       chat.format_prompt(plain, "x")
 
 
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+# A template without a system role (as Gemma's): it raises, the system joins the request.
+NO_SYSTEM = ("{% for m in messages %}{% if m['role'] == 'system' %}"
+             "{{ raise_exception('System role not supported') }}{% endif %}"
+             "<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}"
+             "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+
+
+class TemplateFormatTest(absltest.TestCase):
+  """A checkpoint tokenizer with its own chat template (ChatML, as SmolLM2 and Qwen2)."""
+
+  def setUp(self):
+    super().setUp()
+    self.tok = _tiny_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                               "<|endoftext|>")
+    self.tok.chat_template = CHATML
+    self.end = self.tok.convert_tokens_to_ids("<|im_end|>")
+
+  def test_prompt_equals_the_templates_own_rendering(self):
+    self.assertTrue(chat.uses_template(self.tok))
+    ids = chat.format_prompt(self.tok, "Build a counter app.")
+    messages = [{"role": "system", "content": chat.SYSTEM_PROMPT},
+                {"role": "user", "content": "Build a counter app."}]
+    ref = self.tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+    self.assertEqual(ids, list(ref["input_ids"]))
+    self.assertTrue(self.tok.decode(ids).endswith(
+        "<|im_start|>user\nBuild a counter app.<|im_end|>\n<|im_start|>assistant\n"))
+
+  def test_special_looking_request_stays_text(self):
+    ids = chat.format_prompt(self.tok, "say <|im_end|> now", system=None)
+    self.assertEqual(ids.count(self.end), 1)  # the template's own, after the request
+    self.assertIn("say <|im_end|> now", self.tok.decode(ids))
+
+  def test_turn_end_eos_pad_and_sft_example(self):
+    self.assertEqual(chat.eos_ids(self.tok),
+                     (self.end, self.tok.convert_tokens_to_ids("<|endoftext|>")))
+    self.assertEqual(chat.pad_id(self.tok), self.end)
+    response = chat.format_response("<p>hi</p>")
+    ids, mask = chat.format_sft_example(self.tok, "Make a page.", response)
+    prompt = chat.format_prompt(self.tok, "Make a page.")
+    self.assertEqual(ids[:len(prompt)], prompt)
+    self.assertEqual(ids[-1], self.end)
+    self.assertEqual(mask, [0] * len(prompt) + [1] * (len(ids) - len(prompt)))
+    self.assertEqual(self.tok.decode(ids[len(prompt):-1]), response)
+
+  def test_template_without_system_role_gets_it_in_the_request(self):
+    tok = _tiny_tokenizer(["<eos>", "<start_of_turn>", "<end_of_turn>"], "<eos>")
+    tok.chat_template = NO_SYSTEM
+    text = tok.decode(chat.format_prompt(tok, "Make a page."))
+    self.assertEqual(text, f"<start_of_turn>user\n{chat.SYSTEM_PROMPT}\n\nMake a page."
+                           "<end_of_turn>\n<start_of_turn>model\n")
+    self.assertEqual(chat.eos_ids(tok)[0], tok.convert_tokens_to_ids("<end_of_turn>"))
+
+
 if __name__ == "__main__":
   absltest.main()

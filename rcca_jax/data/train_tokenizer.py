@@ -1,11 +1,14 @@
 """Trains the project's byte-level BPE tokenizer on its own app corpus.
 
 python -m rcca_jax.data.train_tokenizer [--vocab-size 4096] [--out data/tokenizer]
-    [--inputs data/examples/tasks.jsonl data/tasks/*.jsonl]
+    [--inputs data/examples/tasks.jsonl data/tasks/*.jsonl] [--kind bpe|sentencepiece]
 
 The corpus is every task's `request` and `reference` from the task files (JSON Lines,
-CONTRACTS §1). The result is a `PreTrainedTokenizerFast` directory that
-`transformers.AutoTokenizer.from_pretrained` loads, with character offsets.
+CONTRACTS §1). `--kind bpe` (default) writes a `PreTrainedTokenizerFast` directory that
+`transformers.AutoTokenizer.from_pretrained` loads, with character offsets;
+`--kind sentencepiece` a SentencePiece `tokenizer.model` (lossless: identity
+normalisation, byte fallback) with the same special tokens, which
+`train.configs.load_tokenizer` loads (`--config.data.tokenizer=DIR`).
 """
 
 from __future__ import annotations
@@ -76,9 +79,17 @@ def train(texts: Sequence[str], vocab_size: int = 4096) -> PreTrainedTokenizerFa
       extra_special_tokens=[USER, ASSISTANT], model_max_length=1 << 20)
 
 
+def train_sentencepiece(texts: Sequence[str], vocab_size: int = 4096):
+  """A SentencePiece BPE tokenizer of `texts` with the project's special tokens."""
+  from rcca_jax.data import sentencepiece_tokenizer  # pylint: disable=import-outside-toplevel
+  return sentencepiece_tokenizer.train(texts, vocab_size, SPECIAL_TOKENS, eos_token=EOS,
+                                       pad_token=PAD)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--vocab-size", type=int, default=4096)
+  p.add_argument("--kind", choices=("bpe", "sentencepiece"), default="bpe")
   p.add_argument("--out", default="data/tokenizer")
   p.add_argument("--inputs", nargs="+", default=list(DEFAULT_INPUTS),
                  help="task files or glob patterns (JSON Lines)")
@@ -92,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   except CorpusError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  tokenizer = train(texts, args.vocab_size)
+  trainer = train_sentencepiece if args.kind == "sentencepiece" else train
+  tokenizer = trainer(texts, args.vocab_size)
   tokenizer.save_pretrained(args.out)
   chars = sum(len(t) for t in texts)
   print(f"trained on {len(texts)} texts ({chars} chars) from {len(paths)} files; "

@@ -72,14 +72,50 @@ def safetensors_files(path: str) -> list[str]:
   return [os.path.join(path, f) for f in files]
 
 
+def read_file_tensors(file: str) -> dict[str, np.ndarray]:
+  """The tensors of one safetensors file, under their stored names."""
+  with safe_open(file, framework="np") as f:
+    return {key: f.get_tensor(key) for key in f.keys()}
+
+
 def read_tensors(path: str) -> dict[str, np.ndarray]:
   """All tensors of a checkpoint directory, keyed by their official names."""
   out: dict[str, np.ndarray] = {}
   for file in safetensors_files(path):
-    with safe_open(file, framework="np") as f:
-      for key in f.keys():
-        out[canonical_name(key)] = f.get_tensor(key)
+    for key, value in read_file_tensors(file).items():
+      out[canonical_name(key)] = value
   return out
+
+
+def save_tensors(tensors: Mapping[str, np.ndarray], path: str,
+                 max_shard_bytes: int = 0) -> list[str]:
+  """Writes `tensors` as model.safetensors, or (when `max_shard_bytes` > 0 and they do
+  not fit in one) as model-0000i-of-0000n.safetensors shards of at most that many
+  bytes each (a larger tensor gets a shard of its own) plus the index transformers
+  reads. Returns the file names written."""
+  names = sorted(tensors)
+  shards: list[list[str]] = [[]]
+  size = 0
+  for name in names:
+    nbytes = tensors[name].nbytes
+    if max_shard_bytes > 0 and shards[-1] and size + nbytes > max_shard_bytes:
+      shards.append([])
+      size = 0
+    shards[-1].append(name)
+    size += nbytes
+  if len(shards) == 1:
+    files = ["model.safetensors"]
+  else:
+    files = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+  for file, members in zip(files, shards):
+    save_file({k: np.ascontiguousarray(tensors[k]) for k in members},
+              os.path.join(path, file), metadata={"format": "pt"})
+  if len(files) > 1:
+    index = {"metadata": {"total_size": int(sum(t.nbytes for t in tensors.values()))},
+             "weight_map": {k: f for f, members in zip(files, shards) for k in members}}
+    with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+      json.dump(index, f, indent=2, sort_keys=True)
+  return files
 
 
 # ---- one decoder layer --------------------------------------------------------

@@ -4,7 +4,7 @@
         [--mesh=data:1,fsdp:64,expert:8,tensor:1]
 
 The last line printed is JSON with total_params, active_params (what one token uses:
-all non-expert parameters except the input embedding table, plus top_k/num_experts of
+all non-expert parameters except an untied input embedding table, plus top_k/num_experts of
 the routed experts) and, for the mesh, the largest per-device parameter and AdamW
 optimizer-state (two float32 moments) bytes. Nothing is allocated.
 """
@@ -20,21 +20,21 @@ from absl import app, flags
 from flax import nnx
 from ml_collections import config_flags
 
-from rcca_jax.models.config import LingConfig
-from rcca_jax.models.ling import LingForCausalLM
+from rcca_jax.models import families
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel.partitioning import variable_spec
 
 _EXPERT_LEAVES = ("w_gate", "w_up", "w_down")
 
 
-def config_from_dict(model: Mapping[str, Any]) -> LingConfig:
-  return LingConfig(**dict(model))
+def config_from_dict(model: Mapping[str, Any]) -> families.ModelConfig:
+  """The model config of a job config's `model` fields (`family` picks the class)."""
+  return families.config_from_fields(model)
 
 
-def abstract_model(cfg: LingConfig) -> LingForCausalLM:
+def abstract_model(cfg: families.ModelConfig):
   """The model with ShapeDtypeStruct parameters (nothing allocated)."""
-  return nnx.eval_shape(lambda: LingForCausalLM(cfg, rngs=nnx.Rngs(0)))
+  return families.abstract(cfg)
 
 
 def _params(model) -> list[tuple[tuple[str, ...], Any]]:
@@ -42,7 +42,7 @@ def _params(model) -> list[tuple[tuple[str, ...], Any]]:
           for path, var in nnx.to_flat_state(nnx.state(model, nnx.Param))]
 
 
-def count_params(model: LingForCausalLM) -> dict[str, int]:
+def count_params(model) -> dict[str, int]:
   cfg = model.config
   total = routed = embedding = 0
   for path, var in _params(model):
@@ -52,12 +52,15 @@ def count_params(model: LingForCausalLM) -> dict[str, int]:
       routed += n
     elif path == ("embed_tokens", "embedding"):
       embedding += n
-  active = total - routed - embedding + routed * cfg.num_experts_per_tok // cfg.num_local_experts
+  # A tied table is the LM head as well, which every token uses.
+  active = total - routed - (0 if model.lm_head is None else embedding)
+  if routed:
+    active += routed * cfg.num_experts_per_tok // cfg.num_local_experts
   return {"total_params": total, "active_params": active, "routed_expert_params": routed,
           "embedding_params": embedding}
 
 
-def per_device_bytes(model: LingForCausalLM, mesh_spec: str | Mapping[str, int]
+def per_device_bytes(model, mesh_spec: str | Mapping[str, int]
                      ) -> dict[str, int]:
   """Bytes on the most loaded device: parameters, and AdamW moments (2 x float32)."""
   mesh = mesh_lib.abstract_mesh(mesh_spec)
@@ -75,13 +78,17 @@ def per_device_bytes(model: LingForCausalLM, mesh_spec: str | Mapping[str, int]
           "num_devices": math.prod(mesh.shape.values())}
 
 
-def summarize(model_config: Mapping[str, Any] | LingConfig,
+def summarize(model_config: Mapping[str, Any] | families.ModelConfig,
               mesh_spec: str | Mapping[str, int] | None = None) -> dict[str, Any]:
-  cfg = model_config if isinstance(model_config, LingConfig) else config_from_dict(model_config)
+  cfg = (config_from_dict(model_config) if isinstance(model_config, Mapping)
+         else model_config)
   model = abstract_model(cfg)
   out: dict[str, Any] = count_params(model)
+  out["family"] = families.family_of_config(cfg)
   out["num_layers"] = cfg.num_hidden_layers
-  out["layer_schedule"] = dict(zip(("unrolled", "period", "groups"), cfg.layer_schedule()))
+  schedule = (cfg.layer_schedule() if isinstance(cfg, families.LingConfig)
+              else (0, 1, cfg.num_hidden_layers))  # Llama: every layer in one scan
+  out["layer_schedule"] = dict(zip(("unrolled", "period", "groups"), schedule))
   if mesh_spec is not None:
     out["mesh"] = mesh_lib.parse_mesh_spec(mesh_spec)
     out.update(per_device_bytes(model, mesh_spec))

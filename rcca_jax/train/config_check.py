@@ -31,7 +31,10 @@ from rcca_jax.credit import controlled
 from rcca_jax.data.selection import resolve_path
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import BACKENDS
+from rcca_jax.models import families
+from rcca_jax.models import hf_checkpoint
 from rcca_jax.models.config import LingConfig
+from rcca_jax.models.llama_config import LlamaConfig
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import partitioning
 from rcca_jax.rl import losses
@@ -45,8 +48,12 @@ LONG_PROMPTS = ("refuse", "skip")
 _LOSS_FIELDS = {f.name: None for f in dataclasses.fields(losses.LossConfig)
                 if f.name not in ("policy_loss", "rcca_negative_unblamed")}
 SCHEMA: dict[str, Any] = {
-    "seed": None, "model": LingConfig, "mesh": {a: None for a in mesh_lib.AXES},
+    "seed": None,
+    "model": {"family": None, **{f.name: None for cls in (LingConfig, LlamaConfig)
+                                 for f in dataclasses.fields(cls)}},
+    "mesh": {a: None for a in mesh_lib.AXES},
     "micro_batches": None, "logits_chunk": None, "init_from_hf": None,
+    "init_from_gguf": None,
     "data": {"tokenizer": None, "train_tasks": None, "families": None,
              "setting": None,
              "controlled": {**{f.name: None for f in dataclasses.fields(
@@ -198,9 +205,25 @@ def _check_sections(c: _Collector) -> None:
   if not model.get("vocab_size"):
     model["vocab_size"] = 64  # taken from the tokenizer at run time
   try:
-    LingConfig(**model)
+    families.config_from_fields(model)
   except (TypeError, ValueError) as e:
     c.add(f"model: {e}")
+  if c.get("init_from_hf") and c.get("init_from_gguf"):
+    c.add("init_from_hf and init_from_gguf are both set; a run starts from one checkpoint")
+  if c.get("init_from_gguf") and not str(c.get("init_from_gguf")).endswith(".gguf"):
+    c.add(f"init_from_gguf={c.get('init_from_gguf')!r}: expected a .gguf file")
+  if c.get("init_from_gguf") and model.get("family", "llama") not in ("llama", "qwen2"):
+    c.add(f"model.family={model['family']!r} but init_from_gguf is a Llama-family file")
+  init_from = c.get("init_from_hf")
+  if init_from and "family" in model and _exists(os.path.join(init_from, "config.json")):
+    try:
+      found = families.family_of(hf_checkpoint.read_config(resolve_path(init_from)))
+    except ValueError as e:
+      c.add(f"init_from_hf={init_from!r}: {e}")
+    else:
+      if found != model["family"]:
+        c.add(f"model.family={model['family']!r} but init_from_hf={init_from!r} is a "
+              f"{found!r} checkpoint")
 
 
 def _check_ranges(c: _Collector) -> None:
@@ -311,9 +334,11 @@ def _check_scale(c: _Collector, num_processes: int) -> None:
 
 
 def _check_lengths(c: _Collector) -> None:
+  family = c.get("model.family") or families.DEFAULT_FAMILY
+  cls = LingConfig if family == "ling" else LlamaConfig
   budget = c.get("model.max_position_embeddings",
-                 LingConfig.__dataclass_fields__["max_position_embeddings"].default)
-  if c.get("init_from_hf"):
+                 cls.__dataclass_fields__["max_position_embeddings"].default)
+  if c.get("init_from_hf") or c.get("init_from_gguf"):
     return  # The checkpoint sets max_position_embeddings.
   prompt = c.integer("rl.max_prompt_len", 1)
   new = c.integer("rl.max_new_tokens", 1)
@@ -334,10 +359,10 @@ def _exists(path: str) -> bool:
 
 
 def _check_files(c: _Collector) -> None:
-  if not c.get("data.tokenizer") and not c.get("init_from_hf"):
-    c.add("data.tokenizer is empty (and there is no init_from_hf checkpoint to take "
-          "the tokenizer from)")
-  for path in ("data.tokenizer", "init_from_hf", "data.train_tasks") + (
+  if not c.get("data.tokenizer") and not (c.get("init_from_hf") or c.get("init_from_gguf")):
+    c.add("data.tokenizer is empty (and there is no init_from_hf / init_from_gguf "
+          "checkpoint to take the tokenizer from)")
+  for path in ("data.tokenizer", "init_from_hf", "init_from_gguf", "data.train_tasks") + (
       ("eval.tasks",) if c.get("eval.enabled") else ()):
     value = c.get(path)
     if value and not _exists(value):

@@ -1,27 +1,48 @@
 """The run's typed parts from its experiment config: tokenizer, model, optimizer, updates,
 credit and loss (the translation the trainer and `--mode=plan` share)."""
 
+import os
 from typing import Any
 
 import ml_collections
 
 from rcca_jax.credit import blame
 from rcca_jax.data import chat
+from rcca_jax.data import sentencepiece_tokenizer
 from rcca_jax.data.selection import resolve_path
-from rcca_jax.models import LingConfig
+from rcca_jax.models import families
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import updates as updates_lib
 
 
 def load_tokenizer(path: str) -> Any:
+  """A tokenizer directory's (or a checkpoint directory's) tokenizer, or a GGUF file's.
+
+  A directory with a `tokenizer.model` and no `tokenizer.json` is a SentencePiece
+  tokenizer (`data.sentencepiece_tokenizer`); otherwise transformers' AutoTokenizer.
+  """
+  path = resolve_path(path)
+  if path.endswith(".gguf"):
+    from rcca_jax.models import gguf_checkpoint  # pylint: disable=import-outside-toplevel
+    return gguf_checkpoint.load_tokenizer(path)
+  if (os.path.isfile(os.path.join(path, sentencepiece_tokenizer.MODEL_FILE))
+      and not os.path.isfile(os.path.join(path, "tokenizer.json"))):
+    return sentencepiece_tokenizer.SentencePieceTokenizer.from_directory(path)
   from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
-  return AutoTokenizer.from_pretrained(resolve_path(path))
+  return AutoTokenizer.from_pretrained(path)
 
 
-def model_config(config: ml_collections.ConfigDict, tokenizer: Any) -> LingConfig:
-  """LingConfig from `config.model`; `vocab_size` 0 takes the tokenizer's (rounded up
-  to a multiple of 64), pad/eos ids come from the tokenizer."""
+def pretrained_source(config: ml_collections.ConfigDict) -> str:
+  """The checkpoint the run starts from: `init_from_hf` or `init_from_gguf` ("" for
+  none)."""
+  return config.get("init_from_hf") or config.get("init_from_gguf") or ""
+
+
+def model_config(config: ml_collections.ConfigDict, tokenizer: Any) -> families.ModelConfig:
+  """The model config of `config.model` (its `family` picks the class, default Ling);
+  `vocab_size` 0 takes the tokenizer's (rounded up to a multiple of 64), pad/eos ids
+  come from the tokenizer."""
   fields = dict(config.model.to_dict())
   if not fields.get("vocab_size"):
     fields["vocab_size"] = -(-len(tokenizer) // 64) * 64
@@ -30,7 +51,7 @@ def model_config(config: ml_collections.ConfigDict, tokenizer: Any) -> LingConfi
                      f"tokenizer's {len(tokenizer)} tokens")
   fields["pad_token_id"] = chat.pad_id(tokenizer)
   fields["eos_token_id"] = chat.eos_ids(tokenizer)[0]
-  return LingConfig(**fields)
+  return families.config_from_fields(fields)
 
 
 def optimizer_config(values: ml_collections.ConfigDict, num_steps: int

@@ -5,6 +5,7 @@ re-encoded to the same tokens: a token holding part of a multi-byte character ge
 that whole character's span (so neighbouring ranges can overlap), and a ByteLevel
 post-processor with `trim_offsets` drops the leading/trailing spaces of a token.
 
+SentencePiece tokenizers (`data.sentencepiece_tokenizer`) give each piece's span directly.
 Byte-level tokenizers (GPT-2 style, the project's own) are aligned from each token's
 bytes with one vectorised pass. Other fast tokenizers re-encode the text and use its
 offsets when that gives the sampled tokens; otherwise each token's range comes from
@@ -27,6 +28,8 @@ def token_offsets(tokenizer: Any, ids: Sequence[int], text: str) -> np.ndarray:
   out = np.zeros((len(ids), 2), np.int64)
   if not len(ids):
     return out
+  if hasattr(tokenizer, "token_offsets"):  # SentencePiece: exact spans of its pieces
+    return tokenizer.token_offsets(ids, text)
   backend = getattr(tokenizer, "backend_tokenizer", None)
   if backend is not None and isinstance(backend.decoder, decoders.ByteLevel):
     byte_offsets = _byte_level(_ByteTable.of(backend), ids, text)

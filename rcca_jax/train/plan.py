@@ -28,13 +28,12 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 import ml_collections
-from flax import nnx
 from jax.sharding import NamedSharding
 
 from rcca_jax.data.selection import resolve_path
-from rcca_jax.models import LingConfig, LingForCausalLM
+from rcca_jax.models import families
+from rcca_jax.models import gguf_checkpoint
 from rcca_jax.models import hf_checkpoint
-from rcca_jax.models.config import RUNTIME_FIELDS
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import sft as sft_lib
@@ -45,19 +44,20 @@ from rcca_jax.train import configs
 GB = 1e9
 
 
-def model_config(config: ml_collections.ConfigDict) -> LingConfig:
-  """The architecture: the init_from_hf checkpoint's, else `config.model` (a vocab
-  size of 0 takes the tokenizer's)."""
+def model_config(config: ml_collections.ConfigDict) -> families.ModelConfig:
+  """The architecture: the init_from_hf / init_from_gguf checkpoint's (of the family
+  its model_type names), else `config.model` (a vocab size of 0 takes the tokenizer's)."""
   fields = dict(config.model.to_dict())
-  init_from = config.get("init_from_hf")
+  init_from = configs.pretrained_source(config)
   if init_from:
-    runtime = {k: v for k, v in fields.items() if k in RUNTIME_FIELDS}
-    return LingConfig.from_hf_config(
-        hf_checkpoint.read_config(resolve_path(init_from)), **runtime)
+    hf = (gguf_checkpoint.read_config(resolve_path(init_from)) if init_from.endswith(".gguf")
+          else hf_checkpoint.read_config(resolve_path(init_from)))
+    return families.config_from_hf(
+        hf, **families.runtime_overrides(families.family_of(hf, init_from), fields))
   if not fields.get("vocab_size"):
     return configs.model_config(config,
                                     configs.load_tokenizer(config.data.tokenizer))
-  return LingConfig(**fields)
+  return families.config_from_fields(fields)
 
 
 def _bytes_per_device(tree: Any) -> int:
@@ -101,7 +101,7 @@ def plan(config: ml_collections.ConfigDict, *,
   mesh = mesh_lib.make_mesh(dict(config.mesh))
   cfg = model_config(config)
   fmodel = train_step.FunctionalModel(
-      nnx.eval_shape(lambda: LingForCausalLM(cfg, rngs=nnx.Rngs(0))))
+      families.abstract(cfg))
   step_config = train_step.StepConfig(micro_batches=config.get("micro_batches", 1),
                                       logits_chunk=config.get("logits_chunk", 0))
   r, s = config.rl, config.sft

@@ -52,8 +52,9 @@ from rcca_jax.data.selection import load_task_file, resolve_path, select_tasks
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import Grader, make_grader
 from rcca_jax.evaluation.pool import Job
-from rcca_jax.models import LingForCausalLM
-from rcca_jax.models.config import RUNTIME_FIELDS
+from rcca_jax.models import families
+from rcca_jax.models import gguf_checkpoint
+from rcca_jax.models import hf_checkpoint
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import multihost
 from rcca_jax.rl import checkpoint as checkpoint_lib
@@ -72,7 +73,8 @@ from rcca_jax.train import prompts as prompts_lib
 from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import site_metrics
 from rcca_jax.train.configs import (credit_config, load_tokenizer, loss_config,
-                                    model_config, optimizer_config, update_config)
+                                    model_config, optimizer_config, pretrained_source,
+                                    update_config)
 
 LOCALIZE = "rcca_jax.credit.localize:localize_record"
 
@@ -105,26 +107,22 @@ class Trainer:
     self.config = config
     self.workdir = workdir
     os.makedirs(workdir, exist_ok=True)
-    tokenizer_path = config.data.tokenizer or config.get("init_from_hf")
+    tokenizer_path = config.data.tokenizer or pretrained_source(config)
     if not tokenizer_path:
-      raise ValueError("config.data.tokenizer is empty (and there is no init_from_hf "
-                       "checkpoint to take the tokenizer from)")
+      raise ValueError("config.data.tokenizer is empty (and there is no init_from_hf or "
+                       "init_from_gguf checkpoint to take the tokenizer from)")
     self.tokenizer = load_tokenizer(tokenizer_path)
     self.model_cfg = model_config(config, self.tokenizer)
     self.pad_id = chat.pad_id(self.tokenizer)
     self.mesh = (mesh_lib.make_mesh(dict(config.mesh)) if jax.device_count() > 1
                  else None)
     self.sample_mesh = multihost.sampling_mesh(self.mesh)  # this process's devices
-    init_from = config.get("init_from_hf")
-    if init_from:  # a pretrained `bailing_hybrid` checkpoint (e.g. Ling-3.0-Flash)
-      # The checkpoint gives the architecture; the config, how JAX computes it.
-      runtime = {name: config.model[name] for name in RUNTIME_FIELDS
-                 if name in config.model and name not in ("dtype", "param_dtype")}
-      model = LingForCausalLM.from_hf(resolve_path(init_from),
-                                      dtype=jnp.dtype(config.model.param_dtype), **runtime)
+    init_from = pretrained_source(config)
+    if init_from:  # a pretrained checkpoint (Ling `bailing_hybrid`, llama, qwen2, ...)
+      model = self._load_hf(init_from)
       self.model_cfg = model.config
     else:
-      model = LingForCausalLM(self.model_cfg, rngs=nnx.Rngs(config.seed))
+      model = families.build(self.model_cfg, nnx.Rngs(config.seed))
     self.fmodel = train_step.FunctionalModel(model)
     self.sft = _Stage("sft", self._checkpointer("sft"),
         optimizer_config(config.sft.optimizer, config.sft.num_steps), config.sft.num_steps)
@@ -150,6 +148,21 @@ class Trainer:
     self.skipped_prompts = 0
 
   # ---- shared pieces ------------------------------------------------------------
+
+  def _load_hf(self, path: str) -> nnx.Module:
+    """A Hugging Face checkpoint directory's model (the class its model_type names) or
+    a GGUF file's: the checkpoint gives the architecture, `config.model` how JAX
+    computes it."""
+    path = resolve_path(path)
+    gguf = path.endswith(".gguf")
+    family = ("llama" if gguf else
+              families.family_of(hf_checkpoint.read_config(path), path))
+    runtime = families.runtime_overrides(family, self.config.model,
+                                         exclude=("dtype", "param_dtype"))
+    dtype = jnp.dtype(self.config.model.get("param_dtype", "float32"))
+    if gguf:
+      return gguf_checkpoint.load(path, dtype=dtype, **runtime)
+    return families.from_hf(path, dtype=dtype, **runtime)
 
   def pool(self) -> Grader:
     if self._pool is None:
@@ -327,13 +340,9 @@ class Trainer:
     directory of this project, e.g. OTHER/checkpoints/sft, or a Hugging Face model
     directory), else this run's final SFT parameters (the initial ones without SFT)."""
     path = self.config.rl.get("reference", "")
-    if path and os.path.exists(os.path.join(resolve_path(path), "config.json")):
-      runtime = {name: self.config.model[name] for name in RUNTIME_FIELDS
-                 if name in self.config.model and name not in ("dtype", "param_dtype")}
-      model = LingForCausalLM.from_hf(resolve_path(path),
-                                      dtype=jnp.dtype(self.config.model.param_dtype),
-                                      **runtime)
-      ref = train_step.FunctionalModel(model)
+    if path and (path.endswith(".gguf") or
+                 os.path.exists(os.path.join(resolve_path(path), "config.json"))):
+      ref = train_step.FunctionalModel(self._load_hf(path))
       params, model_state = ref.params, ref.model_state
       if self.mesh is not None:
         params, model_state = jax.device_put((params, model_state),
@@ -659,8 +668,8 @@ class Trainer:
 
   def _eval_state(self, which: str) -> tuple[str, train_step.TrainState]:
     """(stage name, state) to evaluate: "latest" (RL if any, else SFT), "rl", "sft",
-    "best" (the RL state of the best dev reward) or "base" (no checkpoint: the initial
-    or `init_from_hf` parameters)."""
+    "best" (the RL state of the best dev reward) or "base" (no checkpoint: the initial,
+    `init_from_hf` or `init_from_gguf` parameters)."""
     if which == "base":
       return "base", self._fresh_state(self.sft.opt_config)
     if which == "best":

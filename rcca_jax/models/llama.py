@@ -1,0 +1,302 @@
+"""`LlamaForCausalLM`: a dense GQA decoder (transformers' `llama`, `qwen2`, `mistral`).
+
+Same calling conventions as `LingForCausalLM`, so the sampler, the trainer and the
+plan use either:
+  model(ids)                                 -> logits [B, T, V]
+  model(ids, return_aux=True)                -> (logits, {})
+  model(ids, cache=cache)                    -> (logits, new_cache)
+  model(ids, cache=cache, return_aux=True)   -> (logits, new_cache, {})
+With `return_hidden=True` the final normed hidden states replace the logits
+(`project_logits` maps them). `attention_mask` [B, T] (1 = real token) supports left
+padding; RoPE positions then count real tokens only. The decoder layers are identical,
+so their parameters are stacked on a leading "layers" axis and run with `lax.scan`.
+"""
+
+from __future__ import annotations
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rcca_jax.models import flash_attention
+from rcca_jax.models.layers import MLP, Embed, Linear, RMSNorm
+from rcca_jax.models.llama_config import LlamaConfig, default_inv_freq, static_inv_freq
+from rcca_jax.parallel.partitioning import LOGICAL_AXES, constrain
+
+_NEG = float(np.finfo(np.float32).min)
+
+
+# ---- rotary embedding ---------------------------------------------------------
+
+
+def rope_cos_sin(cfg: LlamaConfig, positions: jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
+  """cos, sin [B, T, head_dim / 2] for integer positions [B, T].
+
+  "dynamic" (NTK) RoPE raises the base once the longest position of the call passes
+  max_position_embeddings, as transformers does per forward call.
+  """
+  if cfg.rope_type == "dynamic":
+    dim, factor, limit = cfg.head_dim, cfg.rope_parameters["factor"], cfg.max_position_embeddings
+    seq_len = jnp.maximum(jnp.max(positions) + 1, limit).astype(jnp.float32)
+    base = cfg.rope_theta * ((factor * seq_len / limit) - (factor - 1)) ** (dim / (dim - 2))
+    exponents = jnp.asarray(np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim))
+    inv_freq = jnp.where(seq_len > limit, 1.0 / base ** exponents,
+                         jnp.asarray(default_inv_freq(dim, cfg.rope_theta)))
+  else:
+    inv_freq = jnp.asarray(static_inv_freq(cfg))
+  freqs = positions.astype(jnp.float32)[..., None] * inv_freq
+  return jnp.cos(freqs).astype(dtype), jnp.sin(freqs).astype(dtype)
+
+
+def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+  """Half-split ("rotate_half") rotation of x [B, T, H, D] by cos/sin [B, T, D/2]."""
+  cos, sin = cos[:, :, None, :], sin[:, :, None, :]
+  x1, x2 = jnp.split(x, 2, axis=-1)
+  return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+# ---- attention ------------------------------------------------------------------
+
+
+@flax.struct.dataclass
+class KVCache:
+  """Rotated keys and values of one layer: [B, S, kv_heads, head_dim] each."""
+  keys: jax.Array
+  values: jax.Array
+
+  @classmethod
+  def zeros(cls, cfg: LlamaConfig, batch: int, max_len: int, dtype) -> "KVCache":
+    shape = (batch, max_len, cfg.num_key_value_heads, cfg.head_dim)
+    return cls(keys=jnp.zeros(shape, dtype), values=jnp.zeros(shape, dtype))
+
+
+@flax.struct.dataclass
+class LlamaCache:
+  """Decoding state of the stack (field names as `LingCache`'s, which the sampler
+  shards): `groups[0]` is the layers' `KVCache`, stacked on a leading layer axis."""
+  index: jax.Array  # [] int32: next free slot.
+  slot_mask: jax.Array  # [B, S] bool: slots holding real tokens.
+  positions: jax.Array  # [B] int32: RoPE position of each row's next real token.
+  prefix: tuple  # Always empty (no unrolled layers).
+  groups: tuple
+
+
+def grouped_attention(q: jax.Array, k: jax.Array, v: jax.Array, allowed: jax.Array,
+                      scale: float) -> jax.Array:
+  """softmax(q k^T * scale) v with query head h reading key/value head h // G.
+
+  q [B, T, H, D]; k, v [B, S, K, D]; allowed [B or 1, T, S] bool. Returns [B, T, H, D].
+  """
+  b, t, h, d = q.shape
+  kv = k.shape[2]
+  q = q.reshape(b, t, kv, h // kv, d)
+  scores = jnp.einsum("btkgd,bskd->bkgts", q, k,
+                      preferred_element_type=jnp.float32) * scale
+  scores = jnp.where(allowed[:, None, None], scores, _NEG)
+  probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+  return jnp.einsum("bkgts,bskd->btkgd", probs, v).reshape(b, t, h, d)
+
+
+class Attention(nnx.Module):
+  """Grouped-query attention with RoPE and optional q/k/v (and output) biases."""
+
+  def __init__(self, cfg: LlamaConfig, *, rngs: nnx.Rngs):
+    self.cfg = cfg
+    pd = jnp.dtype(cfg.param_dtype)
+    d, hd = cfg.hidden_size, cfg.head_dim
+    self.q_proj = Linear(d, cfg.num_attention_heads * hd, ("embed", "heads"), rngs=rngs,
+                         use_bias=cfg.qkv_bias, param_dtype=pd)
+    self.k_proj = Linear(d, cfg.num_key_value_heads * hd, ("embed", "heads"), rngs=rngs,
+                         use_bias=cfg.qkv_bias, param_dtype=pd)
+    self.v_proj = Linear(d, cfg.num_key_value_heads * hd, ("embed", "heads"), rngs=rngs,
+                         use_bias=cfg.qkv_bias, param_dtype=pd)
+    self.o_proj = Linear(cfg.num_attention_heads * hd, d, ("heads", "embed"), rngs=rngs,
+                         use_bias=cfg.o_bias, param_dtype=pd)
+
+  def _qkv(self, x, cos, sin):
+    cfg = self.cfg
+    b, t, _ = x.shape
+    q = self.q_proj(x).reshape(b, t, cfg.num_attention_heads, cfg.head_dim)
+    k = self.k_proj(x).reshape(b, t, cfg.num_key_value_heads, cfg.head_dim)
+    v = self.v_proj(x).reshape(b, t, cfg.num_key_value_heads, cfg.head_dim)
+    q = constrain(q, ("batch", "length", "act_heads", None))
+    return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+  def _out(self, o: jax.Array) -> jax.Array:
+    b, t = o.shape[:2]
+    return self.o_proj(o.reshape(b, t, -1))
+
+  def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array,
+               attention_mask: jax.Array | None = None) -> jax.Array:
+    """Full-sequence causal attention; attention_mask [B, T] (1 = real token)."""
+    cfg = self.cfg
+    b, t, _ = x.shape
+    q, k, v = self._qkv(x, cos, sin)
+    scale = cfg.head_dim ** -0.5
+    key_mask = (jnp.ones((b, t), bool) if attention_mask is None
+                else attention_mask.astype(bool))
+    block = cfg.attention_block_size
+    if block and t > block:
+      g = cfg.num_groups
+      k, v = jnp.repeat(k, g, axis=2), jnp.repeat(v, g, axis=2)
+      o = flash_attention.causal_attention(q, k, v, key_mask, scale, block)
+    else:
+      allowed = jnp.tril(jnp.ones((t, t), bool))[None] & key_mask[:, None, :]
+      o = grouped_attention(q, k, v, allowed, scale)
+    return self._out(constrain(o, ("batch", "length", "act_heads", None)))
+
+  def decode(self, x: jax.Array, cos: jax.Array, sin: jax.Array, cache: KVCache,
+             index: jax.Array, slot_mask: jax.Array) -> tuple[jax.Array, KVCache]:
+    """Attention of new tokens x [B, T, D] (written to slots [index, index + T)) over
+    the cache; `slot_mask` [B, S] marks real slots, the new ones included."""
+    t = x.shape[1]
+    q, k, v = self._qkv(x, cos, sin)
+    keys = jax.lax.dynamic_update_slice(cache.keys, k.astype(cache.keys.dtype),
+                                        (0, index, 0, 0))
+    values = jax.lax.dynamic_update_slice(cache.values, v.astype(cache.values.dtype),
+                                          (0, index, 0, 0))
+    slots = jnp.arange(keys.shape[1])
+    causal = slots[None, :] <= (index + jnp.arange(t))[:, None]  # [T, S]
+    allowed = causal[None] & slot_mask.astype(bool)[:, None, :]
+    o = grouped_attention(q, keys.astype(q.dtype), values.astype(q.dtype), allowed,
+                          self.cfg.head_dim ** -0.5)
+    return self._out(o), KVCache(keys, values)
+
+
+# ---- the stack ------------------------------------------------------------------
+
+
+class DecoderLayer(nnx.Module):
+  """Pre-norm block: attention then SwiGLU MLP, each with a residual."""
+
+  def __init__(self, cfg: LlamaConfig, *, rngs: nnx.Rngs):
+    pd = jnp.dtype(cfg.param_dtype)
+    self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, param_dtype=pd)
+    self.self_attn = Attention(cfg, rngs=rngs)
+    self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps,
+                                            param_dtype=pd)
+    self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size, rngs=rngs, param_dtype=pd)
+
+  def __call__(self, x, cos, sin, mask, state=None, index=None, slot_mask=None):
+    h = self.input_layernorm(x)
+    if state is None:
+      h = self.self_attn(h, cos, sin, mask)
+    else:
+      h, state = self.self_attn.decode(h, cos, sin, state, index, slot_mask)
+    x = constrain(x + h, ("batch", "length", "act_embed"))
+    x = constrain(x + self.mlp(self.post_attention_layernorm(x)),
+                  ("batch", "length", "act_embed"))
+    return x, state
+
+
+def _stacked_layers(cfg: LlamaConfig, rngs: nnx.Rngs) -> DecoderLayer:
+  """num_hidden_layers DecoderLayers with parameters stacked on a "layers" axis."""
+  keys = jax.random.split(rngs.params(), cfg.num_hidden_layers)
+
+  @nnx.vmap(in_axes=0, out_axes=0)
+  def make(key):
+    return DecoderLayer(cfg, rngs=nnx.Rngs(params=key))
+
+  layers = make(keys)
+  for _, var in nnx.iter_graph(layers):
+    if isinstance(var, nnx.Variable) and var.get_metadata(LOGICAL_AXES, None) is not None:
+      var.set_metadata(**{LOGICAL_AXES: ("layers",) + tuple(var.get_metadata(LOGICAL_AXES))})
+  return layers
+
+
+class LlamaForCausalLM(nnx.Module):
+  """Dense causal LM of the Llama family; see the module docstring."""
+
+  def __init__(self, cfg: LlamaConfig, *, rngs: nnx.Rngs):
+    self.config = cfg
+    pd = jnp.dtype(cfg.param_dtype)
+    self.embed_tokens = Embed(cfg.vocab_size, cfg.hidden_size, rngs=rngs, param_dtype=pd)
+    self.layers = _stacked_layers(cfg, rngs)
+    self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, param_dtype=pd)
+    self.lm_head = (None if cfg.tie_word_embeddings else
+                    Linear(cfg.hidden_size, cfg.vocab_size, ("embed", "vocab"), rngs=rngs,
+                           param_dtype=pd))
+
+  def init_cache(self, batch: int, max_len: int, dtype=None) -> LlamaCache:
+    """Empty decoding state for `batch` rows and up to `max_len` tokens."""
+    cfg = self.config
+    one = KVCache.zeros(cfg, batch, max_len, jnp.dtype(dtype or cfg.dtype))
+    stacked = jax.tree.map(lambda a: jnp.broadcast_to(a, (cfg.num_hidden_layers,) + a.shape),
+                           one)
+    return LlamaCache(index=jnp.zeros((), jnp.int32),
+                      slot_mask=jnp.zeros((batch, max_len), bool),
+                      positions=jnp.zeros((batch,), jnp.int32), prefix=(), groups=(stacked,))
+
+  def __call__(self, input_ids: jax.Array, *, attention_mask: jax.Array | None = None,
+               cache: LlamaCache | None = None, return_aux: bool = False,
+               return_hidden: bool = False):
+    cfg = self.config
+    dtype = jnp.dtype(cfg.dtype)
+    b, t = input_ids.shape
+    x = constrain(self.embed_tokens(input_ids, dtype), ("batch", "length", "act_embed"))
+    mask = None if attention_mask is None else attention_mask.astype(bool)
+    index = slot_mask = None
+    if cache is None:
+      if mask is None:
+        positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
+      else:
+        positions = jnp.where(mask, jnp.cumsum(mask, axis=1, dtype=jnp.int32) - 1, 0)
+    else:
+      if mask is None:
+        mask = jnp.ones((b, t), bool)
+      steps = jnp.cumsum(mask, axis=1, dtype=jnp.int32)
+      positions = jnp.where(mask, cache.positions[:, None] + steps - 1, 0)
+      index = cache.index
+      slot_mask = jax.lax.dynamic_update_slice(cache.slot_mask, mask, (0, index))
+    cos, sin = rope_cos_sin(cfg, positions, dtype)
+
+    graphdef, params = nnx.split(self.layers)
+
+    def layer(params, x, state):
+      return nnx.merge(graphdef, params)(x, cos, sin, mask, state, index, slot_mask)
+
+    if cfg.remat:
+      layer = jax.checkpoint(layer)
+
+    def body(x, xs):
+      layer_params, state = xs
+      x, state = layer(layer_params, x, state)
+      return x, state
+
+    states = None if cache is None else cache.groups[0]
+    x, states = jax.lax.scan(body, x, (params, states))
+    x = self.norm(x)
+    outputs = [x if return_hidden else self.project_logits(x)]
+    if cache is not None:
+      outputs.append(LlamaCache(index=cache.index + t, slot_mask=slot_mask,
+                                positions=cache.positions + mask.sum(1, dtype=jnp.int32),
+                                prefix=(), groups=(states,)))
+    if return_aux:
+      outputs.append({})
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+  def project_logits(self, hidden: jax.Array) -> jax.Array:
+    """Logits [B, T, V] of final (normed) hidden states [B, T, D]."""
+    if self.lm_head is None:
+      table = self.embed_tokens.embedding[...].astype(hidden.dtype)
+      logits = jnp.einsum("btd,vd->btv", hidden, table)
+    else:
+      logits = self.lm_head(hidden)
+    return constrain(logits, ("batch", "length", "act_vocab"))
+
+  # ---- checkpoints ------------------------------------------------------------
+
+  @classmethod
+  def from_hf(cls, path: str, dtype=jnp.float32, **config_overrides) -> "LlamaForCausalLM":
+    """Loads a `llama` / `qwen2` / `mistral` checkpoint directory (config.json +
+    safetensors, single or sharded); `dtype` is the parameter and compute dtype and
+    keyword arguments override LlamaConfig fields (e.g. remat=True)."""
+    from rcca_jax.models import llama_checkpoint  # pylint: disable=import-outside-toplevel
+    return llama_checkpoint.load(path, dtype=dtype, **config_overrides)
+
+  def to_hf(self, path: str, max_shard_bytes: int = 0) -> None:
+    """Writes config.json and safetensors (sharded above `max_shard_bytes` if > 0)."""
+    from rcca_jax.models import llama_checkpoint  # pylint: disable=import-outside-toplevel
+    llama_checkpoint.write(self, path, max_shard_bytes=max_shard_bytes)
