@@ -64,22 +64,6 @@ from rcca_jax.rl import train_step
 from rcca_jax.train import configs
 from rcca_jax.train import rollouts as rollouts_lib
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
-_CHECKPOINT = flags.DEFINE_string("checkpoint", None,
-                                  "Checkpoint directory (RUN/checkpoints/sft or .../rl).")
-_BATCHES = flags.DEFINE_integer("batches", 3, "RL batches (steps) to measure.")
-_FIRST = flags.DEFINE_integer("first-step", 0, "The first RL step's prompts and seed.")
-_ARMS = flags.DEFINE_string("arms", "rcca,rcca_focus,rcca_placebo",
-                            "Arms compared with grpo (names in config.arms).")
-_ADAM_STEPS = flags.DEFINE_integer("adam-steps", 0,
-                                   "k of adam_after_k (0: all the batches).")
-_SGD_LR = flags.DEFINE_float("sgd-lr", 0.0, "SGD learning rate (0: that of the grpo_sgd "
-                             "arm, else rl.optimizer.learning_rate).")
-_SAVE = flags.DEFINE_string("save-batches", "", "Directory to pickle the graded batches.")
-_LOAD = flags.DEFINE_string("batches-from", "", "Directory of batches saved before.")
-_OUT = flags.DEFINE_string("out", "", "JSON output file.")
-_WORKDIR = flags.DEFINE_string("workdir", "", "Scratch directory (default: a temporary one).")
-
 PARTS = ("neg_unblamed", "neg_blamed", "pos_unblamed", "pos_blamed")
 
 
@@ -351,42 +335,63 @@ def default_sgd_lr(config: Any) -> float:
   return float(config.rl.optimizer.learning_rate)
 
 
+def define_flags() -> None:
+  """The script's flags (defined only when run as a program, so that importing it, as
+  the tests do, never clashes with another module's `--config`)."""
+  config_flags.DEFINE_config_file("config", None, "Experiment config file.")
+  flags.DEFINE_string("checkpoint", None,
+                      "Checkpoint directory (RUN/checkpoints/sft or .../rl).")
+  flags.DEFINE_integer("batches", 3, "RL batches (steps) to measure.")
+  flags.DEFINE_integer("first-step", 0, "The first RL step's prompts and seed.")
+  flags.DEFINE_string("arms", "rcca,rcca_focus,rcca_placebo",
+                      "Arms compared with grpo (names in config.arms).")
+  flags.DEFINE_integer("adam-steps", 0, "k of adam_after_k (0: all the batches).")
+  flags.DEFINE_float("sgd-lr", 0.0, "SGD learning rate (0: that of the grpo_sgd "
+                     "arm, else rl.optimizer.learning_rate).")
+  flags.DEFINE_string("save-batches", "", "Directory to pickle the graded batches.")
+  flags.DEFINE_string("batches-from", "", "Directory of batches saved before.")
+  flags.DEFINE_string("out", "", "JSON output file.")
+  flags.DEFINE_string("workdir", "", "Scratch directory (default: a temporary one).")
+  flags.mark_flags_as_required(["config", "checkpoint"])
+
+
 def main(argv: Sequence[str]) -> None:
   del argv
   from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
-  config = _CONFIG.value
-  checkpoint = _CHECKPOINT.value
+  f = flags.FLAGS
+  config = f.config
+  checkpoint = f.checkpoint
   if not checkpoint or not os.path.isdir(checkpoint):
     raise app.UsageError(f"--checkpoint={checkpoint!r} is not a checkpoint directory")
   if config.data.get("setting", "natural") == "controlled" and not config.data.controlled.path:
     config.data.controlled.path = find_tasks(checkpoint)
-  names = [n.strip() for n in _ARMS.value.split(",") if n.strip()]
+  names = [n.strip() for n in f.arms.split(",") if n.strip()]
   unknown = [n for n in names if n not in config.arms]
   if unknown or "grpo" not in config.arms:
     raise app.UsageError(f"--arms: unknown {unknown} or no grpo arm "
                          f"(config.arms: {list(config.arms)})")
-  steps = list(range(_FIRST.value, _FIRST.value + _BATCHES.value))
-  workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="credit_mechanism_")
+  steps = list(range(f["first-step"].value, f["first-step"].value + f.batches))
+  workdir = f.workdir or tempfile.mkdtemp(prefix="credit_mechanism_")
   trainer = trainer_lib.Trainer(config, workdir)
   with trainer:
     state = restore(trainer, checkpoint)
-    if _LOAD.value:
-      batches = load_batches(_LOAD.value, steps, checkpoint)
+    if f["batches-from"].value:
+      batches = load_batches(f["batches-from"].value, steps, checkpoint)
     else:
       batches = sample_batches(trainer, state, steps)
-    if _SAVE.value:
-      save_batches(_SAVE.value, steps, batches, checkpoint)
-    report = measure(trainer, state, batches, steps, names, _ADAM_STEPS.value,
-                     _SGD_LR.value or default_sgd_lr(config))
+    if f["save-batches"].value:
+      save_batches(f["save-batches"].value, steps, batches, checkpoint)
+    report = measure(trainer, state, batches, steps, names, f["adam-steps"].value,
+                     f["sgd-lr"].value or default_sgd_lr(config))
   report.update(checkpoint=os.path.abspath(checkpoint), arms=names,
                 tasks=config.data.controlled.get("path", "") if "controlled" in config.data
                 else "")
   print(table(report))
-  if _OUT.value:
-    with open(_OUT.value, "w", encoding="utf-8") as f:
+  if f.out:
+    with open(f.out, "w", encoding="utf-8") as f:
       json.dump(report, f, indent=1)
 
 
 if __name__ == "__main__":
-  flags.mark_flags_as_required(["config", "checkpoint"])
+  define_flags()
   app.run(main)

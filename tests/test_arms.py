@@ -42,12 +42,12 @@ class ArmsTest(parameterized.TestCase):
 
   def test_override_types(self):
     config = ml_collections.ConfigDict(dict(a=None, b=True, c=1.0))
-    ablation._set(config, "a", "0.5")  # pylint: disable=protected-access
-    ablation._set(config, "b", "false")  # pylint: disable=protected-access
-    ablation._set(config, "c", "0")  # pylint: disable=protected-access
+    ablation.set_field(config, "a", "0.5")
+    ablation.set_field(config, "b", "false")
+    ablation.set_field(config, "c", "0")
     self.assertEqual((config.a, config.b, config.c), (0.5, False, 0.0))
     with self.assertRaisesRegex(ValueError, "b='maybe': expected one of"):
-      ablation._set(config, "b", "maybe")  # pylint: disable=protected-access
+      ablation.set_field(config, "b", "maybe")
 
 
 class CreditFieldsTest(absltest.TestCase):

@@ -195,7 +195,8 @@ def _multi_site_targets(task: Task, rec: Mapping[str, Any], draws: int) -> list[
   sites = sites_lib.sites_of(task)
   carriers = {}
   for site in sites:
-    order = random.Random(f"{rec['seed']}:{task.id}:{site.name}").sample(range(draws), draws)
+    seed = rec.get("seed", 0)  # the spec seed the build stored (0 for hand-made files)
+    order = random.Random(f"{seed}:{task.id}:{site.name}").sample(range(draws), draws)
     carriers[site.name] = set(order[:int(round(site.rate * draws))])
   return [sites_lib.render(reference, sites, {n: d in c for n, c in carriers.items()})[0]
           for d in range(draws)]
