@@ -6,6 +6,7 @@ from absl.testing import absltest, parameterized
 
 from experiments import ablation_small
 from experiments import tiny_cpu
+from experiments import tiny_natural
 from rcca_jax import ablation
 from rcca_jax.train import config_check
 from rcca_jax.train import configs
@@ -53,7 +54,7 @@ class ArmsTest(parameterized.TestCase):
 class CreditFieldsTest(absltest.TestCase):
 
   def test_problems_are_named(self):
-    config = tiny_cpu.get_config()
+    config = tiny_natural.get_config()  # a natural run: oracle blame is refused
     config.credit = ml_collections.ConfigDict(dict(blame="oracle", negative_unblamed=-1.0))
     config.rl.optimizer.name = "adam"
     config.rl.loss.rcca_negative_unblamed = 0.0  # its name is credit.negative_unblamed

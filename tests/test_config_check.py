@@ -127,9 +127,10 @@ class RangesAndOverridesTest(absltest.TestCase):
     config.rl.loss.update(eps_low=2.0, eps_high=0.0, rcca_c=-1.0)
     config.credit.update(direct=0.5, context=0.9)
     self.assertEqual(config_check.problems(config, num_devices=1), [
+        "credit: direct=0.5, context=0.9 must be >= 1 (a blamed token's weight; 1 = not "
+        "blamed)",
         "rl.loss.eps_low=2.0 must be in (0, 1)", "rl.loss.eps_high=0.0 must be > 0",
-        "rl.loss.rcca_c=-1.0 must be > 0", "credit.direct=0.5 must be >= 1",
-        "credit.context=0.9 must be >= 1"])
+        "rl.loss.rcca_c=-1.0 must be > 0"])
     config = tiny_cpu.get_config()
     config.credit.update(direct=3.0, cap=2.0)
     config.eval.collapse_margin = -0.1

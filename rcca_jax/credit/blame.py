@@ -38,10 +38,11 @@ class CreditConfig:
   def __post_init__(self):
     if self.blame not in BLAME_MODES:
       raise ValueError(f"blame={self.blame!r}: expected one of {', '.join(BLAME_MODES)}")
-    for name in ("direct", "context", "cap"):
-      if getattr(self, name) < 1.0:
-        raise ValueError(f"{name}={getattr(self, name)} must be >= 1 (a blamed token's "
-                         "weight; 1 = not blamed)")
+    low = [f"{name}={getattr(self, name)}" for name in ("direct", "context", "cap")
+           if getattr(self, name) < 1.0]
+    if low:
+      raise ValueError(f"{', '.join(low)} must be >= 1 (a blamed token's weight; "
+                       "1 = not blamed)")
     if self.negative_unblamed < 0:
       raise ValueError(f"negative_unblamed={self.negative_unblamed} must be >= 0")
 

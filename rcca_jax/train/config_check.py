@@ -9,7 +9,8 @@ its field names), the mesh against the device count, that every batch splits ove
 micro-batches (and RL mini-batches) and then over the mesh's batch axis, loss /
 optimizer / credit / evaluator / model sections that their classes accept, the RL temperature
 rule, token budgets against `model.max_position_embeddings`, a usable KL reference,
-the loss and credit-weight ranges (`RANGES`; `credit.cap` >= `credit.direct`),
+the loss ranges (`RANGES`; the credit weights' in `CreditConfig`; `credit.cap` >=
+`credit.direct`),
 overlap (0 or 1, not with recomputed old log-probs), the grading backend and cache, prompts
 that split over the job's processes, and (train mode) the files the job reads. Prompts
 longer than `rl.max_prompt_len` need the tokenizer and are checked when the tasks are
@@ -88,9 +89,6 @@ RANGES = {
     "rl.loss.eps_high": (0.0, math.inf, True, True, 0.2),
     "rl.loss.rcca_c": (0.0, math.inf, True, True, 1.2),
     "rl.loss.rcca_positive_blamed": (0.0, math.inf, False, True, 1.0),
-    "credit.direct": (1.0, math.inf, False, True, 3.0),
-    "credit.context": (1.0, math.inf, False, True, 1.5),
-    "credit.cap": (1.0, math.inf, False, True, 4.0),
     "eval.collapse_margin": (0.0, math.inf, False, True, 0.1),
 }
 
@@ -241,9 +239,12 @@ def _check_ranges(c: _Collector) -> None:
       interval = (f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
                   if high < math.inf else f"{'>' if low_open else '>='} {low:g}")
       c.add(f"{path}={value!r} must be {'in ' if high < math.inf else ''}{interval}")
-  if values.get("credit.cap", math.inf) < values.get("credit.direct", 0.0):
-    c.add(f"credit.cap={values['credit.cap']!r} must be >= credit.direct="
-          f"{values['credit.direct']!r} (the cap bounds the accumulated weight)")
+  cap, direct = c.get("credit.cap"), c.get("credit.direct")
+  numbers = (int, float)
+  if (isinstance(cap, numbers) and isinstance(direct, numbers) and cap >= 1.0
+      and cap < direct):
+    c.add(f"credit.cap={cap!r} must be >= credit.direct={direct!r} (the cap bounds the "
+          "accumulated weight)")
 
 
 def _check_batches(c: _Collector, num_devices: int) -> None:
