@@ -149,7 +149,7 @@ def _handler_op_sites(app: ParsedApp, index: JsIndex) -> list[_Site]:
   handlers = _handler_spans(index)
   sites = []
   for block in app.js_blocks():
-    for node in _walk(block.tree.root_node):
+    for node in walk(block.tree.root_node):
       site = None
       if node.type in ("binary_expression", "augmented_assignment_expression", "update_expression"):
         op = node.child_by_field_name("operator")
@@ -196,7 +196,7 @@ def _misspell_id_sites(app: ParsedApp, index: JsIndex) -> list[_Site]:
   static_ids = set(re.findall(r"\bid\s*=\s*[\"']([\w-]+)[\"']", app.html))
   sites = []
   for block in app.js_blocks():
-    for node in _walk(block.tree.root_node):
+    for node in walk(block.tree.root_node):
       if node.type != "call_expression":
         continue
       fn, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
@@ -229,7 +229,7 @@ def _break_css_sites(app: ParsedApp, index: JsIndex) -> list[_Site]:
   for block in app.css_blocks():
     if block.kind != "style":
       continue
-    for node in _walk(block.tree.root_node):
+    for node in walk(block.tree.root_node):
       if node.type != "declaration" or len(node.named_children) < 2:
         continue
       prop, value = node.named_children[0], node.named_children[1]
@@ -250,7 +250,7 @@ def _throw_sites(app: ParsedApp, index: JsIndex) -> list[_Site]:
   del index
   sites = []
   for block in app.js_blocks():
-    for node in _walk(block.tree.root_node):
+    for node in walk(block.tree.root_node):
       body = node.child_by_field_name("body") if node.type in FUNCTION_TYPES else None
       if body is None or body.type != "statement_block":
         continue
@@ -268,7 +268,7 @@ def _rename_id_sites(app: ParsedApp, index: JsIndex) -> list[_Site]:
   del index
   ids = collections.Counter(t.attributes.get("id") for t in app.start_tags)
   taken = set(ids)
-  pieces = {f for block in app.js_blocks() for node in _walk(block.tree.root_node)
+  pieces = {f for block in app.js_blocks() for node in walk(block.tree.root_node)
             if node.type == "string_fragment" for f in [node.text.decode()]}
   sites = []
   for tag in app.start_tags:
@@ -329,7 +329,7 @@ def _name_references(app: ParsedApp, name: str) -> list[tuple[int, int]]:
       if block.char_map is None:
         out.append((block.app_start + m.start() + 1, block.app_start + m.end()))
   for block in app.js_blocks():
-    for node in _walk(block.tree.root_node):
+    for node in walk(block.tree.root_node):
       if node.type != "string_fragment" and not (
           node.type == "template_string" and not node.named_children):
         continue
@@ -388,7 +388,7 @@ def _syntax_sites(app: ParsedApp, index: JsIndex) -> list[_Site]:
   for block in app.js_blocks():
     if block.kind != "script":
       continue
-    for node in _walk(block.tree.root_node):
+    for node in walk(block.tree.root_node):
       if node.type == "statement_block" and node.parent is not None and (
           node.parent.type in FUNCTION_TYPES or node.parent.type.endswith("_statement")):
         what = "block"
@@ -438,7 +438,8 @@ def _function_label(node, html: str, block) -> str:
   return f"the anonymous function at app line {html.count(chr(10), 0, start) + 1}"
 
 
-def _walk(node) -> Iterable:
+def walk(node) -> Iterable:
+  """Every node of a tree-sitter subtree, pre-order, error nodes included."""
   stack = [node]
   while stack:
     n = stack.pop()

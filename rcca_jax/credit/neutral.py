@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 
 from rcca_jax.base.js_index import FUNCTION_TYPES
+from rcca_jax.credit.mutations import walk
 from rcca_jax.credit.sites import Site
 from rcca_jax.evaluation.extract import Extraction, extract_app
 from rcca_jax.evaluation.source import CodeBlock, ParsedApp, parse_app
@@ -153,7 +154,7 @@ def _equality(app: ParsedApp, protected: Sequence[str]) -> Iterator[_Edit]:
 
 
 def _element_text(app: ParsedApp, protected: Sequence[str]) -> Iterator[_Edit]:
-  for node in _walk(app.html_tree.root_node):
+  for node in walk(app.html_tree.root_node):
     if node.type != "element" or not node.children or node.children[0].type != "start_tag":
       continue
     tag = next((c for c in node.children[0].children if c.type == "tag_name"), None)
@@ -182,7 +183,7 @@ def _style_value(app: ParsedApp, protected: Sequence[str]) -> Iterator[_Edit]:
   for block in app.css_blocks():
     if block.kind != "style":
       continue
-    for node in _walk(block.tree.root_node):
+    for node in walk(block.tree.root_node):
       if node.type != "declaration" or len(node.named_children) < 2:
         continue
       prop = block.node_text(node.named_children[0])
@@ -231,9 +232,9 @@ def _rename(app: ParsedApp, protected: Sequence[str]) -> Iterator[_Edit]:
     if node.type not in FUNCTION_TYPES:
       continue
     for name in sorted(_locals(block, node)):
-      uses = [n for n in _walk(node) if n.type == "identifier" and block.node_text(n) == name]
+      uses = [n for n in walk(node) if n.type == "identifier" and block.node_text(n) == name]
       if any(n.type in ("shorthand_property_identifier", "shorthand_property_identifier_pattern")
-             and block.node_text(n) == name for n in _walk(node)):
+             and block.node_text(n) == name for n in walk(node)):
         continue
       new = _fresh(name, words)
       if new is None or not uses:
@@ -285,7 +286,7 @@ def _script_nodes(app: ParsedApp) -> Iterator[tuple[CodeBlock, object]]:
   """Every node of every inline <script> (attribute code is left alone)."""
   for block in app.js_blocks():
     if block.kind == "script":
-      for node in _walk(block.tree.root_node):
+      for node in walk(block.tree.root_node):
         yield block, node
 
 
@@ -298,14 +299,6 @@ def _response_span(ext: Extraction, start: int, end: int) -> tuple[int, int] | N
   if len(spans) != 1 or spans[0][1] - spans[0][0] != end - start:
     return None
   return spans[0]
-
-
-def _walk(node) -> Iterable:
-  stack = [node]
-  while stack:
-    n = stack.pop()
-    yield n
-    stack.extend(reversed(n.children))
 
 
 _FINDERS = {
