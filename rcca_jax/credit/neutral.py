@@ -25,7 +25,7 @@ Kinds:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from rcca_jax.base.js_index import FUNCTION_TYPES
 from rcca_jax.credit.mutations import walk
