@@ -239,6 +239,7 @@ def _main_sweep(config: ml_collections.ConfigDict, workdir: str, seeds: int,
   """`main` for a sweep config (`rcca_jax.sweep`): every setting, one after the other."""
   from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
   from rcca_jax import sweep  # pylint: disable=import-outside-toplevel
+  from rcca_jax import sweep_report  # pylint: disable=import-outside-toplevel
   from rcca_jax.train.config_check import ConfigError  # pylint: disable=import-outside-toplevel
   try:
     if report_only:
@@ -253,8 +254,10 @@ def _main_sweep(config: ml_collections.ConfigDict, workdir: str, seeds: int,
   except ConfigError as e:  # every problem listed, no traceback
     print(str(e), file=sys.stderr)
     sys.exit(2)
+  sweep_report.write_all(workdir, summaries)
   for name, summary in summaries.items():
     print(f"## {name}\n\n{ablation_report.markdown(summary)}")
+  print(f"## all settings\n\n{sweep_report.markdown(summaries)}")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ DIAGNOSTICS = ("reward_mean", "pass_rate", "zero_advantage_groups", "abs_advanta
                "blamed_token_share", "wbar_mean", "entropy", "clip_low", "clip_high",
                "ratio_min", "ratio_max", "logprob_gap", "kl", "bug_rate", "reference_rate",
                "bug_direct_recall", "bug_any_recall", "response_len")
-TIMING = ("sample_s", "eval_s", "train_s", "step_s")
+TIMING = ("sample_s", "eval_s", "train_s", "step_s", "cache_hit_rate")
 # Exact and sampled metrics of an evaluation (ABLATION.md, "Exact metrics beat coarse").
 EXACT = ("bug_prob_mean", "pass_at_1", "sampled_reward_mean")
 AUC_KEYS = ("bug_prob_mean", "pass_at_1")
@@ -436,10 +436,12 @@ def markdown(summary: Mapping[str, Any]) -> str:
   lines += exact_markdown(comp)
   timing = summary.get("timing", {})
   if timing:
-    lines += ["", "Seconds per RL step (mean):", "",
-              "| arm | sample | evaluate | train | step |", "|---|---|---|---|---|"]
+    lines += ["", "Seconds per RL step (mean) and the grading cache's hit rate:", "",
+              "| arm | sample | evaluate | train | step | cache hits |",
+              "|---|---|---|---|---|---|"]
     for arm, t in timing.items():
-      lines.append(f"| {arm} | " + " | ".join(_fmt(t.get(k), 1) for k in TIMING) + " |")
+      lines.append(f"| {arm} | " + " | ".join(_fmt(t.get(k), 1) for k in TIMING[:-1])
+                   + f" | {_fmt(t.get('cache_hit_rate'), 2)} |")
   diag_keys = ("zero_advantage_groups", "blamed_token_share", "bug_rate",
                "bug_direct_recall", "bug_any_recall", "entropy", "clip_low", "clip_high")
   arms = summary.get("arms", {})

@@ -64,21 +64,34 @@ class WalkthroughTest(absltest.TestCase):
 class AblationNotebookTest(absltest.TestCase):
 
   def test_loads_committed_results(self):
-    text = text_outputs(execute("small_model_ablation", {"ABLATION_RUN": "0"}))
-    self.assertIn("results from experiments/results/ablation_small", text)
-    self.assertIn("| grpo |", text)
-    self.assertIn("| rcca |", text)
+    text = text_outputs(execute("small_model_ablation"))  # RUN defaults to off
+    self.assertIn("results from experiments/results/credit_sweep", text)
+    self.assertRegex(text, r"settings: s3_4")
+    self.assertIn("| s3_4 | rcca_focus |", text)
+    self.assertIn("| rcca_placebo |", text)
+
+  def test_setup_cell_names_what_to_do_without_a_checkout(self):
+    nb = nbformat.read(NOTEBOOKS / "small_model_ablation.ipynb", as_version=4)
+    setup = next(c.source for c in nb.cells if c.cell_type == "code")
+    self.assertNotIn("github.com", setup)  # no made-up repository URL
+    cwd = os.getcwd()
+    os.chdir(self.create_tempdir().full_path)  # no checkout above it
+    try:
+      with mock.patch.dict(os.environ, {"RCCA_JAX_REPO": ""}):
+        with self.assertRaisesRegex(RuntimeError, "set RCCA_JAX_REPO to the git URL"):
+          exec(compile(setup, "setup-cell", "exec"), {})  # pylint: disable=exec-used
+    finally:
+      os.chdir(cwd)
 
   @pytest.mark.slow
-  def test_smoke_preset_runs_the_ablation(self):
+  def test_smoke_preset_runs_one_setting(self):
     workdir = self.create_tempdir().full_path
     text = text_outputs(execute("small_model_ablation", {
-        "ABLATION_RUN": "1", "ABLATION_PRESET": "smoke", "ABLATION_WORKDIR": workdir},
-        timeout=1500))
+        "ABLATION_RUN": "1", "ABLATION_PRESET": "smoke", "ABLATION_WORKDIR": workdir,
+        "ABLATION_SETTING": "s1_0"}, timeout=1500))
     self.assertIn(f"results from {workdir}", text)
-    self.assertTrue(os.path.exists(os.path.join(workdir, "summary.json")))
-    self.assertIn("| rcca |", text)
-
+    self.assertTrue(os.path.exists(os.path.join(workdir, "s1_0", "summary.json")))
+    self.assertIn("| s1_0 | rcca_focus |", text)
 
 if __name__ == "__main__":
   absltest.main()

@@ -4,11 +4,13 @@ import os
 from unittest import mock
 
 import ml_collections
+import numpy as np
 from absl.testing import absltest
 
 from experiments import ablation_small
 from rcca_jax import ablation
 from rcca_jax import sweep
+from rcca_jax import sweep_report
 from rcca_jax.train import config_check
 
 
@@ -56,6 +58,60 @@ class SweepTest(absltest.TestCase):
       out = sweep.run(sweep_config("b,a"), workdir, 2)
     self.assertEqual(calls, [("b", 5, 2), ("a", 3, 2)])
     self.assertEqual(list(out), ["b", "a"])
+
+
+def _run(seed, bug_probs, pass_at_1=0.5):
+  """A run of `ablation_report`'s summary form: post-SFT then evaluations at 4, 8."""
+  points = [{"pass_rate": 0.5, "reward_mean": 0.5, "bug_prob_mean": p,
+             "pass_at_1": pass_at_1} for p in bug_probs]
+  return {"seed": seed, "post_sft": points[0], "rl_steps": 8, "rl": {},
+          "evals": [dict(step=s, **p) for s, p in zip((4, 8), points[1:])]}
+
+
+def _summary(rcca_offset):
+  """Five seeds; GRPO's p_bug falls 0.6 -> 0.4 -> 0.3, RCCA's by `rcca_offset` more per
+  evaluation on seeds 0-3 and not at all better on seed 4."""
+  grpo = [_run(s, (0.6, 0.4, 0.3)) for s in range(5)]
+  rcca = [_run(s, (0.6, 0.4 - rcca_offset * (s < 4), 0.3 - rcca_offset * (s < 4)))
+          for s in range(5)]
+  return {"arms": {"grpo": grpo, "rcca": rcca}}
+
+
+class SweepReportTest(absltest.TestCase):
+
+  def test_paired_auc_differences_come_from_the_runs(self):
+    summaries = {"s3_4": _summary(0.15), "s1_0": _summary(0.0)}
+    test = sweep_report.paired_auc(summaries["s3_4"])["rcca"]
+    # AUC = mean over the three evaluations: each of seeds 0-3 is 2 x 0.15 / 3 lower.
+    np.testing.assert_allclose(test["per_seed"], [-0.1] * 4 + [0.0], atol=1e-12)
+    self.assertAlmostEqual(test["mean"], -0.08)
+    # Exact sign flips over 2^5 patterns: as extreme are the four nonzero signs all
+    # alike (2), times the zero's two (no-op) flips.
+    self.assertAlmostEqual(test["p"], 4 / 32)
+    self.assertEqual(sweep_report.paired_auc(summaries["s1_0"])["rcca"]["mean"], 0.0)
+    text = sweep_report.markdown(summaries)
+    self.assertIn("| s3_4 | rcca | 5 | 0.600 | 0.353 | -0.080 [", text)
+    self.assertIn("| s1_0 | rcca | 5 | 0.600 | 0.433 | +0.000 [", text)
+    self.assertIn("| s3_4 | grpo | 5 | 0.600 | 0.433 | – | – |", text)
+
+  def test_writes_the_figure_and_table_of_settings_with_runs(self):
+    workdir = self.create_tempdir().full_path
+    sweep_report.write_all(workdir, {"a": _summary(0.1), "b": {"arms": {"grpo": []}}})
+    with open(os.path.join(workdir, "sweep.md"), encoding="utf-8") as f:
+      text = f.read()
+    self.assertIn("| a | rcca |", text)
+    self.assertNotIn("| b |", text)
+    with open(os.path.join(workdir, "credit_sweep.png"), "rb") as f:
+      self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+  def test_band_is_the_standard_error_over_seeds(self):
+    runs = [_run(0, (0.6, 0.4, 0.2)), _run(1, (0.6, 0.6, 0.4))]
+    steps, mean, sem = sweep_report.mean_band(runs, "bug_prob_mean")
+    np.testing.assert_array_equal(steps, [0, 4, 8])
+    np.testing.assert_allclose(mean, [0.6, 0.5, 0.3])
+    np.testing.assert_allclose(sem, [0.0, 0.1, 0.1], atol=1e-12)
+    self.assertIsNone(sweep_report.mean_band([{**runs[0], "post_sft": {
+        "pass_rate": 0.5, "reward_mean": 0.5}}], "bug_prob_mean"))
 
 
 if __name__ == "__main__":

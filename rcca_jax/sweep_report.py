@@ -1,0 +1,121 @@
+"""The sweep's outputs across settings: `credit_sweep.png` and `sweep.md`.
+
+Pure functions of the settings' summaries ({setting: `ablation_report.collect(...)`},
+in sweep order): every number comes from the summaries' `arms` alone, through
+`ablation_report.compare`, so the README's paired differences can be recomputed from
+the committed `summary.json` files.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from rcca_jax import ablation_report
+
+KEY = "bug_prob_mean"  # the primary metric: AUC of mean p_bug, lower is better
+
+
+def fmt(x: Optional[float]) -> str:
+  return "–" if x is None or not np.isfinite(x) else f"{x:.3f}"
+
+
+def mean_band(runs, key: str) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+  """Steps, mean over seeds and its standard error, on the steps every run has
+  (None when a run lacks the metric)."""
+  if not runs or not all(ablation_report.has_metric(r, key) for r in runs):
+    return None
+  curves = [ablation_report.curve(r, key) for r in runs]
+  n = min(len(s) for s, _ in curves)
+  values = np.stack([v[:n] for _, v in curves])
+  sem = (values.std(axis=0, ddof=1) / np.sqrt(len(runs)) if len(runs) > 1
+         else np.zeros(n))
+  return curves[0][0][:n], values.mean(axis=0), sem
+
+
+def paired_auc(summary: Mapping[str, Any], key: str = KEY) -> dict[str, dict[str, Any]]:
+  """{arm: paired test of AUC(key), arm - baseline} recomputed from `summary["arms"]`."""
+  comp = ablation_report.compare(summary["arms"])
+  return {arm: c[f"paired_auc_{key}"] for arm, c in comp.items()
+          if f"paired_auc_{key}" in c}
+
+
+def markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
+  """One table: per setting and arm, seeds, post-SFT and AUC of p_bug and pass@1, and
+  the paired differences against the baseline with 95% intervals and sign-flip p."""
+  lines = ["| setting | arm | seeds | post-SFT p_bug | AUC p_bug | Δ AUC p_bug [95% CI] | "
+           "p | AUC pass@1 | Δ AUC pass@1 [95% CI] | p |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+  for setting, summary in summaries.items():
+    comp = ablation_report.compare(summary["arms"])
+    for arm, c in comp.items():
+      cells = []
+      for key in ablation_report.AUC_KEYS:
+        test = c.get(f"paired_auc_{key}")
+        if test:
+          lo, hi = test["interval"]
+          cells += [f"{test['mean']:+.3f} [{fmt(lo)}, {fmt(hi)}]", fmt(test["p"])]
+        else:
+          cells += ["–", "–"]
+      lines.append(f"| {setting} | {arm} | {c['seeds']} | "
+                   f"{fmt(c.get('post_sft_bug_prob_mean'))} | "
+                   f"{fmt(c.get('auc_bug_prob_mean'))} | {cells[0]} | {cells[1]} | "
+                   f"{fmt(c.get('auc_pass_at_1'))} | {cells[2]} | {cells[3]} |")
+  return "\n".join(lines) + "\n"
+
+
+def plot(summaries: Mapping[str, Mapping[str, Any]], path: str) -> None:
+  """A row per setting: mean p_bug and sampled pass@1 against the RL step per arm (mean
+  and ± one standard error over seeds), and the paired Δ AUC of p_bug (arm - baseline)
+  with its 95% bootstrap interval."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  names = list(summaries)
+  arms = list(dict.fromkeys(a for s in summaries.values() for a in s["arms"]))
+  colours = {a: f"C{i}" for i, a in enumerate(arms)}
+  fig, axes = plt.subplots(len(names), 3, figsize=(15, 3.6 * len(names)), squeeze=False)
+  for row, name in zip(axes, names):
+    summary = summaries[name]
+    for ax, (key, label) in zip(row, ((KEY, "mean p_bug (exact)"),
+                                      ("pass_at_1", "sampled pass@1"))):
+      for arm, runs in summary["arms"].items():
+        band = mean_band(runs, key)
+        if band is None:
+          continue
+        steps, mean, sem = band
+        ax.plot(steps, mean, marker="o", color=colours[arm],
+                label=f"{arm} ({len(runs)} seeds)")
+        ax.fill_between(steps, mean - sem, mean + sem, alpha=0.2, color=colours[arm])
+      ax.set_xlabel("RL step")
+      ax.set_ylabel(label)
+      ax.set_title(name)
+      ax.grid(alpha=0.3)
+    row[0].legend(loc="best", fontsize=8)
+    tests = paired_auc(summary)
+    ax = row[2]
+    for i, (arm, test) in enumerate(tests.items()):
+      lo, hi = test["interval"]
+      ax.errorbar([test["mean"]], [i], xerr=[[test["mean"] - lo], [hi - test["mean"]]],
+                  fmt="o", color=colours[arm], capsize=4)
+    ax.axvline(0.0, color="grey", lw=1)
+    ax.set_yticks(range(len(tests)), [f"{a} (p={test['p']:.3f})"
+                                      for a, test in tests.items()])
+    ax.set_xlabel(f"Δ AUC p_bug vs {ablation_report.BASELINE} (lower is better), 95% CI")
+    ax.set_title(name)
+    ax.grid(alpha=0.3, axis="x")
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def write_all(workdir: str, summaries: Mapping[str, Mapping[str, Any]]) -> None:
+  """DIR/sweep.md and DIR/credit_sweep.png of the settings that have runs."""
+  done = {n: s for n, s in summaries.items() if any(s["arms"].values())}
+  if not done:
+    return
+  with open(os.path.join(workdir, "sweep.md"), "w", encoding="utf-8") as f:
+    f.write(markdown(done))
+  plot(done, os.path.join(workdir, "credit_sweep.png"))
