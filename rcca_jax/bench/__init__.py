@@ -1,4 +1,5 @@
-"""The paper's benchmarks as their harnesses run them (CONTRACTS §8).
+"""The paper's benchmarks as their harnesses run them (docs/benchmarks.md; the commands:
+docs/contracts.md#8-interfaces-of-the-second-wave).
 
   python -m rcca_jax.bench artifactsbench --tasks T [--responses R] --out DIR
       --judge-url URL --judge-model NAME [--workers N] [--screenshots 3] [--interval 1.0]

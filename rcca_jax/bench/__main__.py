@@ -36,7 +36,7 @@ def _viewport(text: str) -> tuple[int, int]:
 
 def _run_args(p: argparse.ArgumentParser) -> None:
   p.add_argument("--tasks", required=True,
-                 help="the benchmark's task file, or a converted/CONTRACTS task file")
+                 help="the benchmark's task file, or a converted/project task file")
   p.add_argument("--responses", help="responses (JSON Lines; default: the answers embedded "
                  "in the task file)")
   p.add_argument("--out", required=True, help="output folder (a re-run resumes)")

@@ -2,9 +2,10 @@
 client with its limits, resumable ordered output and summaries.
 
 A run reads a task file (the benchmark's own file, converted by `data/artifactsbench.py`
-or `data/miniappbench.py`, or a CONTRACTS §1 task file) and a responses file (CONTRACTS §3;
-without one, the answers embedded in the benchmark file). Every response becomes one
-record of `DIR/results.jsonl`, in input order. Each finished record is also appended to
+or `data/miniappbench.py`, or a task file of docs/contracts.md#1-task-file) and a
+responses file (docs/contracts.md#3-responses-file; without one, the answers embedded in
+the benchmark file). Every response becomes one record of `DIR/results.jsonl`, in input
+order. Each finished record is also appended to
 `DIR/progress.jsonl` as soon as it exists, so a re-run (same DIR) skips what was graded:
 the key is the task id, the sample id and a hash of the response text.
 """
@@ -74,11 +75,11 @@ class Item:
 
 def load_tasks(path: str, benchmark: str) -> tuple[list[tasks_lib.Task], dict[str, str],
                                                    list[str]]:
-  """Tasks, embedded answers and warnings of a benchmark file or a CONTRACTS task file.
+  """Tasks, embedded answers and warnings of a benchmark file or a project task file.
 
-  A CONTRACTS file (first record has `request` and `rubrics`) must validate as a whole
-  (TaskFileError otherwise); a benchmark file keeps every item it can read and lists
-  what it could not as `FILE:LINE: what` warnings.
+  A project task file (docs/contracts.md#1-task-file; first record has `request` and
+  `rubrics`) must validate as a whole (TaskFileError otherwise); a benchmark file keeps
+  every item it can read and lists what it could not as `FILE:LINE: what` warnings.
   """
   first = next(iter(bench_common.read_records(path)), None)
   if first is None:

@@ -1,12 +1,12 @@
-"""Token-level diagnostic weights for evaluated responses (CONTRACTS §5).
+"""Token-level diagnostic weights for evaluated responses (docs/contracts.md#5-credit).
 
 python -m rcca_jax.credit --evaluations O --responses R --tokenizer DIR --out W
     [--html report.html] [--localize]
 
 Writes one JSON object per response of R, in R's order: task_id, sample_id, tokens,
-offsets, weights (METHOD §5). A response whose evaluation record is missing, failed
-(`error`), has no extracted app or does not fit the response text gets all-1.0
-weights; every such case is reported, and the exit status is then 1.
+offsets, weights (docs/method.md#5-diagnostic-weights). A response whose evaluation
+record is missing, failed (`error`), has no extracted app or does not fit the response
+text gets all-1.0 weights; every such case is reported, and the exit status is then 1.
 """
 
 from __future__ import annotations

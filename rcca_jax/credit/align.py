@@ -1,4 +1,4 @@
-"""Token alignment and diagnostic weights (METHOD §5).
+"""Token alignment and diagnostic weights (docs/method.md#5-diagnostic-weights).
 
 A token is in an issue's direct (context) set when its character range overlaps any of
 the issue's direct (context) spans. Tokens with an empty range (special tokens, which
@@ -41,7 +41,7 @@ def _spans_of(issue: Any, key: str) -> list[Sequence[int]]:
 def diagnostic_weights(offsets: Sequence[Sequence[int]] | np.ndarray,
                        issues: Iterable[Any], *, direct: float = 3.0,
                        context: float = 1.5, cap: float = 4.0) -> np.ndarray:
-  """Per-token diagnostic weights wbar (METHOD §5).
+  """Per-token diagnostic weights wbar (docs/method.md#5-diagnostic-weights).
 
   wbar_t = min(cap, 1 + sum_k [(direct - 1) 1(t in T_dir_k)
                                + (context - 1) 1(t in T_ctx_k and t not in T_dir_k)])
@@ -49,7 +49,8 @@ def diagnostic_weights(offsets: Sequence[Sequence[int]] | np.ndarray,
   Args:
     offsets: [T, 2] character offsets (half-open) of the completion tokens into the
       response, as a tokenizer's offset mapping gives them.
-    issues: issue dicts (CONTRACTS §4) or `Issue` objects with `direct`/`context` spans.
+    issues: issue dicts (docs/contracts.md#4-evaluation) or `Issue` objects with
+      `direct`/`context` spans.
     direct, context: weight of a token hit once directly / once by context only.
     cap: upper bound of the accumulated weight.
 

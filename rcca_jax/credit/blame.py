@@ -1,16 +1,19 @@
 """What an RL update blames: the evaluator's issues, a placebo of them, or the known sites.
 
 The `credit` config section (`CreditConfig`):
-  direct, context, cap: the diagnostic weights of METHOD §5 (`diagnostic_weights`);
+  direct, context, cap: the diagnostic weights (`diagnostic_weights`,
+    docs/method.md#5-diagnostic-weights);
   blame: where the blamed tokens come from —
-    "evaluator": the evaluator's issues (METHOD §5; the paper's method);
+    "evaluator": the evaluator's issues (the paper's method);
     "placebo": the evaluator's weights moved to random places of the same response
       (`placebo_weights`): same blamed structure, no information about where the
       fault is;
     "oracle": the known bug sites of a controlled task that the response carries
       (`oracle_issues`), direct spans only, no context;
   negative_unblamed: the weight of the unblamed tokens of a negative-advantage response
-    in the RCCA loss (1.0: METHOD §6; 0.0 puts the negative update on blamed code only).
+    in the RCCA loss (1.0: the paper's rule, docs/method.md#6-asymmetric-effective-weights;
+    0.0 puts the negative update on blamed code only).
+All three: docs/method.md#9-blame-sources.
 """
 
 from __future__ import annotations

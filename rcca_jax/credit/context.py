@@ -1,4 +1,5 @@
-"""Context expansion (METHOD §4): the code related to directly blamed code.
+"""Context expansion (docs/method.md#4-code-localization): the code related to directly
+blamed code.
 
 `expand_context` turns direct spans into context spans through the four relations of the
 app's JS index: enclosing function, event bindings, state reads/writes and calls.

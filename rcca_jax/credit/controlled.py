@@ -9,10 +9,10 @@ rate is above one half. RL on the same
 requests has to unlearn the bug. Because the bug and its span are known, a rollout that
 reproduces the mutant tells whether credit assignment blamed the right characters.
 
-The set is materialised once as a task file: ordinary tasks (CONTRACTS §1) with
-`extra["controlled"] = {"operator", "description", "response", "bug_span", "rate",
-"reward"}` (the mutant response is the full answer text, fence included), so every arm
-and seed of an ablation reads the same bugs.
+The set is materialised once as a task file: ordinary tasks
+(docs/contracts.md#1-task-file) with `extra["controlled"] = {"operator", "description",
+"response", "bug_span", "rate", "reward"}` (the mutant response is the full answer text,
+fence included), so every arm and seed of an ablation reads the same bugs.
 
 With `bug_sites` > 1 or `neutral_sites` > 0 (the multi-site setting, `credit/multisite.py`)
 each task has several known sites instead, `extra["controlled"]["sites"]` (`Site.to_json`),
@@ -37,8 +37,8 @@ from rcca_jax.credit import sites as sites_lib
 from rcca_jax.data import chat
 from rcca_jax.data.tasks import Task, family_of
 
-# Scores (task, response) pairs: one evaluation record (CONTRACTS §4: "reward",
-# "gates", "rubrics", ...) per pair; the evaluator in practice.
+# Scores (task, response) pairs: one evaluation record (docs/contracts.md#4-evaluation:
+# "reward", "gates", "rubrics", ...) per pair; the evaluator in practice.
 Scorer = multisite.Scorer
 KEY = "controlled"
 

@@ -1,10 +1,11 @@
-"""Code localization: issue evidence -> direct and context spans of the response (METHOD §4).
+"""Code localization: issue evidence -> direct and context spans of the response.
 
 `localize_record(record, response)` recomputes `direct` and `context` of every issue of
-an evaluation record (CONTRACTS §4) from its evidence (EVAL_INTERFACES "Issue.evidence
-keys"). What the running browser reported (stack frames, listener locations, matched CSS
-rules) comes first; reading the source (element look-ups, bindings) fills in where the
-browser had nothing to say. All work is in app coordinates, converted to response spans
+an evaluation record (docs/contracts.md#4-evaluation) from its evidence (its keys:
+docs/contracts.md#issue-evidence), by the rules of docs/method.md#4-code-localization.
+What the running browser reported (stack frames, listener locations, matched CSS rules)
+comes first; reading the source (element look-ups, bindings) fills in where the browser
+had nothing to say. All work is in app coordinates, converted to response spans
 at the end; the result is deterministic.
 
 Where the policy fails most: a selector that matches nothing blames the element the app

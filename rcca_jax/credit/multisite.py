@@ -36,7 +36,8 @@ from rcca_jax.credit import mutations, neutral
 from rcca_jax.credit import sites as sites_lib
 from rcca_jax.credit.sites import Site
 
-# Scores (task, response) pairs: one evaluation record (CONTRACTS §4) per pair.
+# Scores (task, response) pairs: one evaluation record (docs/contracts.md#4-evaluation)
+# per pair.
 Scorer = Callable[[Sequence[tuple[Any, str]]], list[Mapping[str, Any]]]
 NEUTRAL_RATE = 0.5
 # Bug operators tried after the configured ones: edits that fail a rubric without an

@@ -1,9 +1,9 @@
 """Shared parts of the public-benchmark loaders: reading, rubric mapping, answers, CLI.
 
 Benchmark items become RCCA tasks whose rubrics have no `check` (a judge grades them).
-Mapping (BENCHMARKS.md): static / initial-state items -> `initial` rubrics, interaction
-items -> `dynamic`; intention items -> `core`; generic items (visual design, robustness,
-code quality) -> `rendering` or `behavior`.
+Mapping (docs/benchmarks.md#mapping-onto-rcca-rubrics): static / initial-state items ->
+`initial` rubrics, interaction items -> `dynamic`; intention items -> `core`; generic
+items (visual design, robustness, code quality) -> `rendering` or `behavior`.
 """
 
 from __future__ import annotations
@@ -143,7 +143,8 @@ def load_items(path: str | os.PathLike,
 
 def write_tasks_and_responses(loaded: Loaded, tasks_out: str | None,
                               responses_out: str | None) -> None:
-  """Writes the tasks file and, from the embedded answers, a responses file (CONTRACTS §3)."""
+  """Writes the tasks file and, from the embedded answers, a responses file
+  (docs/contracts.md#3-responses-file)."""
   if tasks_out:
     tasks_lib.write_tasks(tasks_out, loaded.tasks)
   if responses_out:

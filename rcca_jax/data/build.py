@@ -3,7 +3,8 @@
 python -m rcca_jax.data.build [--seed 0] [--out data/tasks] [--tokenizer data/tokenizer]
     [--no-tokenizer]
 
-Writes `train.jsonl`, `dev.jsonl` and `test.jsonl` (CONTRACTS §1) deterministically:
+Writes `train.jsonl`, `dev.jsonl` and `test.jsonl` (docs/contracts.md#1-task-file)
+deterministically:
 the same seed gives the same bytes. `test` holds the families in `TEST_FAMILIES`, never
 seen in training; `dev` holds further parameter draws of the training families, with no
 request identical to a training request. The tokenizer is then retrained on the

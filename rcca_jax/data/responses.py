@@ -1,4 +1,5 @@
-"""Response files (CONTRACTS.md §3); a bad line becomes a BadResponseLine, never an error."""
+"""Response files (docs/contracts.md#3-responses-file); a bad line becomes a
+BadResponseLine, never an error."""
 
 from __future__ import annotations
 

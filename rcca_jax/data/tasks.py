@@ -1,4 +1,4 @@
-"""Task files (CONTRACTS.md §1): requests with rubrics, validated line by line."""
+"""Task files (docs/contracts.md#1-task-file): requests with rubrics, validated line by line."""
 
 from __future__ import annotations
 

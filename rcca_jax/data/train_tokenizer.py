@@ -4,8 +4,9 @@ python -m rcca_jax.data.train_tokenizer [--vocab-size 4096] [--out data/tokenize
     [--inputs data/examples/tasks.jsonl data/tasks/*.jsonl] [--kind bpe|sentencepiece]
 
 The corpus is every task's `request` and `reference` from the task files (JSON Lines,
-CONTRACTS §1). `--kind bpe` (default) writes a `PreTrainedTokenizerFast` directory that
-`transformers.AutoTokenizer.from_pretrained` loads, with character offsets;
+docs/contracts.md#1-task-file). `--kind bpe` (default) writes a
+`PreTrainedTokenizerFast` directory that `transformers.AutoTokenizer.from_pretrained`
+loads, with character offsets;
 `--kind sentencepiece` a SentencePiece `tokenizer.model` (lossless: identity
 normalisation, byte fallback) with the same special tokens, which
 `train.configs.load_tokenizer` loads (`--config.data.tokenizer=DIR`).

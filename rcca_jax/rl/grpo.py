@@ -1,6 +1,6 @@
 """GRPO: group-relative advantages and the clipped, weighted policy loss.
 
-METHOD.md §7. The loss is `-J` with
+docs/method.md#7-objective. The loss is `-J` with
 
   J = 1/N sum_i norm_i sum_t w_it * min(rho_it A_i, clip(rho_it, 1-eps_lo, 1+eps_hi) A_i)
       - beta * KL,
@@ -42,7 +42,8 @@ def group_advantages(rewards: Array, group_size: int, eps: float = 1e-6, *,
   """`(r_i - mean_g r) / (std_g r + eps)` for consecutive groups of `group_size`.
 
   A group whose rewards all lie within `equal_atol` of each other carries no ranking,
-  so its advantages are exactly 0 (METHOD §7): the float rounding of its mean would
+  so its advantages are exactly 0 (docs/method.md#7-objective): the float rounding of its
+  mean would
   otherwise push every member the same way (e.g. eight rewards of 0.7 in float32 give
   +0.056 each after the division by `std + eps`).
 

@@ -3,7 +3,8 @@
 A policy loss maps `(logp, old_logp, advantages, wbar, mask, ref_logp, config)` to the
 loss numerator and additive statistics (see `grpo.policy_loss_terms`); the train step
 divides by the global normaliser. `grpo` ignores the diagnostic weights `wbar`
-(every token has weight 1); `rcca` turns them into METHOD.md §6 effective weights;
+(every token has weight 1); `rcca` turns them into the effective weights of
+docs/method.md#6-asymmetric-effective-weights;
 `weighted` uses them as they are (diagnostics, `benchmarks/credit_mechanism.py`).
 Variants (DAPO, Dr. GRPO) are presets of `LossConfig`, not code branches.
 """
@@ -21,7 +22,7 @@ from rcca_jax.rl import rcca
 
 @dataclasses.dataclass(frozen=True)
 class LossConfig:
-  """Hyper-parameters of the RL objective (defaults: METHOD.md §6-7)."""
+  """Hyper-parameters of the RL objective (defaults: docs/method.md#7-objective)."""
   policy_loss: str = "rcca"
   aggregation: str = "seq-mean-token-mean"
   eps_low: float = 0.2

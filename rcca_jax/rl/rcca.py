@@ -1,4 +1,4 @@
-"""RCCA's asymmetric effective token weights (METHOD.md §6)."""
+"""RCCA's asymmetric effective token weights (docs/method.md#6-asymmetric-effective-weights)."""
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +12,7 @@ def effective_weights(wbar: jax.Array, advantages: jax.Array, *, c: float = 1.2,
   Negative-advantage responses keep the diagnostic weight on blamed tokens (`wbar > 1`:
   the update concentrates on blamed code) and give the others `negative_unblamed *
   wbar` (= `negative_unblamed`, unblamed tokens having weight 1; the default 1.0 is
-  METHOD §6 exactly); non-negative ones give blamed tokens `positive_blamed` and every
+  the paper's rule exactly); non-negative ones give blamed tokens `positive_blamed` and every
   other token `c`.
 
   Args:

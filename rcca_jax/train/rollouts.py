@@ -49,7 +49,7 @@ class Rollout:
 
   @property
   def reward(self) -> float | None:
-    """The record's reward; None when every rubric was ungraded (METHOD §2)."""
+    """The record's reward; None when every rubric was ungraded (docs/method.md#2-gated-reward)."""
     if not self.record:
       return 0.0
     reward = self.record["reward"]
@@ -161,7 +161,7 @@ def record_stats(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 
 def rl_batch(rollouts: Sequence[Rollout], *, group_size: int, max_len: int, pad_id: int,
              scale_by_std: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray]:
-  """The train step's batch (CONTRACTS RL layout) and the advantages.
+  """The train step's batch (docs/contracts.md#rl-batch-layout) and the advantages.
 
   Responses without a reward (all rubrics ungraded) leave the batch: their rows keep
   their place (the batch shape is fixed) with a zero loss mask and advantage, and

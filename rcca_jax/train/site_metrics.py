@@ -5,8 +5,8 @@ and, per site, the reference with only that site set to its variant. Each gets t
 summed log-probability of its answer tokens (the turn end included) given the prompt,
 tokenized exactly as an SFT target (`chat.format_sft_example`). For a bug site,
 `p_bug = sigmoid(logp_bug - logp_reference)`: the buggy variant's share of the
-probability of {buggy, correct}. No sampling, so no sampling noise (ABLATION.md,
-"Exact metrics beat coarse ones").
+probability of {buggy, correct}. No sampling, so no sampling noise
+(docs/ablation.md#metrics).
 
 Rows are packed to one fixed shape `[rows, max_len]` (the RL step's) and scored by a
 caller-supplied function, so a compiled log-prob function is reused across

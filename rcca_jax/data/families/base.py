@@ -2,7 +2,7 @@
 
 A family draws its parameters from a `random.Random`, then returns a `Draft`: the
 request text, the rubrics (each with an executable `check` in the rubric DSL of
-CONTRACTS §2) and a reference app that passes all of them.
+docs/contracts.md#2-rubric-check-dsl) and a reference app that passes all of them.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def rule(kind: str, level: str, text: str, *steps: str) -> Rule:
   return Rule(kind, level, text, tuple(steps))
 
 
-# ---- check steps (CONTRACTS §2); every string argument is DSL-quoted ----
+# ---- check steps (docs/contracts.md#2-rubric-check-dsl); every string argument is DSL-quoted
 
 def q(s: object) -> str:
   """A DSL string literal."""
