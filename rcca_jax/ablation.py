@@ -1,4 +1,4 @@
-"""The GRPO-vs-RCCA ablation over seeds (ABLATION.md).
+"""The GRPO-vs-RCCA ablation over seeds (docs/ablation.md).
 
     python -m rcca_jax.ablation --config=experiments/ablation_small.py --workdir=DIR \
         --seeds=3 [--config.FIELD=VALUE ...]

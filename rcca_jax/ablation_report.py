@@ -12,7 +12,7 @@ A POINT (one dev evaluation) has `pass_rate` and `reward_mean`, and, when the ru
 logged them, `bug_prob_mean`, `pass_at_1`, `sampled_reward_mean` and `sites` (the
 evaluation's per-site records, `train.site_metrics`); older runs load without them.
 `compare(summary["arms"])` recomputes every number of the comparison from the summary
-alone. Exact metrics (ABLATION.md): per run, the area under the curve (mean over the
+alone. Exact metrics (docs/ablation.md#metrics): per run, the area under the curve (mean over the
 evaluations, post-SFT included) of `bug_prob_mean` (lower is better) and `pass_at_1`,
 and the steps until `bug_prob_mean` < 0.1; against the baseline, per-seed paired
 differences with a bootstrap interval and a two-sided paired sign-flip p-value; and a
@@ -30,13 +30,13 @@ import numpy as np
 from rcca_jax.train.logging import read_rows
 
 BASELINE = "grpo"
-# RL-row diagnostics averaged over the steps of each run (ABLATION.md, "What to log").
+# RL-row diagnostics averaged over the steps of each run (docs/ablation.md#what-to-log).
 DIAGNOSTICS = ("reward_mean", "pass_rate", "zero_advantage_groups", "abs_advantage",
                "blamed_token_share", "wbar_mean", "entropy", "clip_low", "clip_high",
                "ratio_min", "ratio_max", "logprob_gap", "kl", "bug_rate", "reference_rate",
                "bug_direct_recall", "bug_any_recall", "response_len")
 TIMING = ("sample_s", "eval_s", "train_s", "step_s", "cache_hit_rate")
-# Exact and sampled metrics of an evaluation (ABLATION.md, "Exact metrics beat coarse").
+# Exact and sampled metrics of an evaluation (docs/ablation.md#metrics).
 EXACT = ("bug_prob_mean", "pass_at_1", "sampled_reward_mean")
 AUC_KEYS = ("bug_prob_mean", "pass_at_1")
 BUG_PROB_THRESHOLD = 0.1

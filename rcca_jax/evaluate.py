@@ -1,4 +1,4 @@
-"""Evaluate responses against tasks (CONTRACTS §4).
+"""Evaluate responses against tasks (docs/contracts.md#4-evaluation).
 
   python -m rcca_jax.evaluate --tasks T --responses R --out O [--workers N]
       [--judge-url U --judge-model M] [--no-localize] [--config EVAL.json]

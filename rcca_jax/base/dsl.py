@@ -1,4 +1,5 @@
-"""The rubric check DSL (CONTRACTS.md §2): parsing into `Step`s and canonical printing.
+"""The rubric check DSL (docs/contracts.md#2-rubric-check-dsl): parsing into `Step`s and
+canonical printing.
 
 Grammar: `rubric_dsl.lark` (lark, LALR). Operators are validated per step kind here so
 that `expect count "li" contains "3"` gets a message that names the allowed operators.

@@ -1,4 +1,5 @@
-"""The vocabulary of tasks and evaluation records (CONTRACTS §1, §4) and span algebra.
+"""The vocabulary of tasks and evaluation records (docs/contracts.md#1-task-file,
+docs/contracts.md#4-evaluation) and span algebra.
 
 Spans are half-open character ranges `(start, end)` of a response (or of its app).
 """

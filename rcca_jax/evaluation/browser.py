@@ -7,8 +7,8 @@ import os
 import shutil
 import sys
 
-# Flags that work as root in containers (ENVIRONMENT.md). The dead proxy and the
-# resolver rule are defence in depth: request routing already aborts everything.
+# Flags that work as root in containers (docs/environment.md#browser). The dead proxy and
+# the resolver rule are defence in depth: request routing already aborts everything.
 LAUNCH_ARGS = (
   "--no-sandbox",
   "--disable-gpu",

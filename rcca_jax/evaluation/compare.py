@@ -1,4 +1,5 @@
-"""Pure comparison rules of rubric expectations and their severities (METHOD §2).
+"""Pure comparison rules of rubric expectations and their severities
+(docs/method.md#2-gated-reward).
 
 Each function returns None when the expectation holds, "minor" when it holds only up to
 normalisation (case/whitespace-insensitive text, numbers within 1%), else "major".

@@ -42,7 +42,7 @@ class EvalConfig:
     return bool(self.judge_url and self.judge_model)
 
   def reward_config(self):
-    """The reward configuration (defaults of METHOD §2 unless `reward` overrides)."""
+    """The reward configuration (docs/method.md#2-gated-reward unless `reward` overrides)."""
     from rcca_jax.evaluation import reward  # pylint: disable=import-outside-toplevel
     return reward.RewardConfig.from_dict(dict(self.reward))
 

@@ -1,8 +1,9 @@
 """Evaluates one response against its task: gated stages, rubric checks, diagnostics.
 
 `Evaluator(config).evaluate(task, response, sample_id)` runs format -> source ->
-runtime -> rubrics (METHOD §2) in one reused browser page; `static_record()` gives the
-record of the pure-Python stages alone (used when a worker overran its deadline).
+runtime -> rubrics (docs/method.md#2-gated-reward) in one reused browser page;
+`static_record()` gives the record of the pure-Python stages alone (used when a worker
+overran its deadline).
 Everything the browser reports in document coordinates is mapped to response offsets.
 """
 
@@ -64,7 +65,8 @@ def build_record(task, sample_id: int, gates: Sequence[bool], rubrics: list[Rubr
                  error: str | None = None, timing: dict[str, float] | None = None) -> EvalRecord:
   """Assembles the record: gate dict, rubric score (only when all gates passed), reward.
 
-  When all gates pass but every rubric is ungraded, there is no reward (METHOD §2):
+  When all gates pass but every rubric is ungraded, there is no reward
+  (docs/method.md#2-gated-reward):
   `reward` and `rubric_score` are None and `no_reward` says why.
   """
   cfg = config.reward_config()

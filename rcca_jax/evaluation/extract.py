@@ -1,4 +1,4 @@
-"""Format stage (METHOD.md §2 F): find the HTML app in a model response.
+"""Format stage (F of docs/method.md#2-gated-reward): find the HTML app in a model response.
 
 Candidates are closed fenced blocks (```html / htm / xhtml, or an untagged fence whose
 content is a full document) and raw `<!DOCTYPE html>` / `<html>` documents outside

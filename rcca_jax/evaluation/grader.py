@@ -21,7 +21,7 @@ BACKENDS = ("pool", "ray")
 
 @runtime_checkable
 class Grader(Protocol):
-  """Grades (task, response) jobs into CONTRACTS §4 records."""
+  """Grades (task, response) jobs into records of docs/contracts.md#4-evaluation."""
 
   stats: Mapping[str, int]  # at least "timeouts": responses that ran out of time
 

@@ -1,4 +1,4 @@
-"""The evaluation record (CONTRACTS §4) and its parts."""
+"""The evaluation record (docs/contracts.md#4-evaluation) and its parts."""
 
 from __future__ import annotations
 

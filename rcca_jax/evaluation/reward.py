@@ -1,4 +1,4 @@
-"""The hierarchical (gated) reward of METHOD.md §2, with every number as config."""
+"""The gated reward of docs/method.md#2-gated-reward, with every number as config."""
 
 from __future__ import annotations
 
@@ -121,7 +121,8 @@ def gate_values(*passed: bool) -> dict[str, bool | None]:
 
 def gated_reward(gates: Mapping[str, bool | None], rubric_score: float | None,
                  cfg: RewardConfig) -> float:
-  """R(y) of METHOD §2: the first gate that did not pass decides; else the rubric score."""
+  """R(y) of docs/method.md#2-gated-reward: the first gate that did not pass decides; else
+  the rubric score."""
   fail_values = {"format": cfg.format_fail, "source": cfg.source_fail,
                  "runtime": cfg.runtime_fail}
   for name in GATES:

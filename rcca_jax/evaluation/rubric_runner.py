@@ -1,4 +1,5 @@
-"""Runs one rubric's DSL steps on a loaded page and decides pass / severity (METHOD §2).
+"""Runs one rubric's DSL steps on a loaded page and decides pass / severity
+(docs/method.md#2-gated-reward).
 
 Actions dispatch real input events (CDP `Input.*` through Playwright's mouse and
 keyboard) at the target's centre after one DOM read that checks existence, visibility,

@@ -1,4 +1,5 @@
-"""Source stage (METHOD.md §2 S) and the shared tree-sitter parse of an app.
+"""Source stage (S of docs/method.md#2-gated-reward) and the shared tree-sitter parse of an
+app.
 
 The document is parsed with tree-sitter-html; every inline `<script>` (JavaScript
 types only, no `src`), every `<style>` and every `on*="..."` attribute value is parsed
