@@ -10,7 +10,7 @@ checkpoint `--repeats` times (DIR/eval/metrics_cost_N/; the first pays the
 compilations) and prints, per run, the evaluation's seconds and the parts of it the
 site metrics (`sites_s`) and the sampled pass@1 (`sampled_s`) took; then, per task,
 the teacher-forced p_bug of each bug site against the task's configured rate
-(ABLATION.md: after SFT they agree to about +-0.03).
+(docs/ablation.md#metrics: after SFT they agree to about +-0.03).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The small-model GRPO-vs-RCCA ablation, controlled setting (ABLATION.md).
+"""The small-model GRPO-vs-RCCA ablation, controlled setting (docs/ablation.md).
 
     python -m rcca_jax.ablation --config=experiments/ablation_small.py \
         --workdir=/tmp/ablation_small --seeds=3
@@ -51,7 +51,8 @@ def get_config() -> ml_collections.ConfigDict:
       neutral_sites=0,  # K_neutral reward-neutral rewrites per request (credit/neutral.py)
       path="",  # empty: DIR/controlled_tasks.jsonl (the ablation runner shares one)
   ))
-  # Diagnostic weights of METHOD §5 (credit.diagnostic_weights keywords), the blame
+  # Diagnostic weights of docs/method.md#5-diagnostic-weights (credit.diagnostic_weights
+  # keywords), the blame
   # source ("evaluator" | "placebo" | "oracle") and the weight of the unblamed tokens of
   # negative-advantage responses (credit/blame.py).
   config.credit = ml_collections.ConfigDict(dict(direct=3.0, context=1.5, cap=4.0,
@@ -76,7 +77,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.eval.num_reports = 2
   # Sampled pass@1 at every dev evaluation: samples per request at rl.temperature.
   config.eval.samples_per_request = 8
-  # Gate values and the penalty table of METHOD §2 (evaluation/reward.py field names).
+  # Gate values and the penalty table of docs/method.md#2-gated-reward (evaluation/reward.py
+  # field names).
   config.eval.evaluator.reward = ml_collections.ConfigDict(dict(
       format_fail=0.0, source_fail=0.05, runtime_fail=0.10, floor=0.2))
   config.checkpoint.max_to_keep = 1
@@ -86,8 +88,9 @@ def get_config() -> ml_collections.ConfigDict:
       rcca="rl.policy_loss=rcca",
       rcca_no_context="rl.policy_loss=rcca;credit.context=1.0",
       rcca_c1="rl.policy_loss=rcca;rl.loss.rcca_c=1.0",
-      # Controls (ABLATION.md): the negative update on blamed code only; blame moved to
-      # random places of the same response; blame exactly on the known bug sites.
+      # Controls (docs/ablation.md#controls): the negative update on blamed code only;
+      # blame moved to random places of the same response; blame exactly on the known bug
+      # sites.
       rcca_focus="rl.policy_loss=rcca;credit.negative_unblamed=0.0",
       rcca_placebo="rl.policy_loss=rcca;credit.blame=placebo",
       rcca_oracle="rl.policy_loss=rcca;credit.blame=oracle",

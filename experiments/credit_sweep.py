@@ -1,4 +1,4 @@
-"""When does rubric-to-code credit beat GRPO? The sweep over settings (ABLATION.md).
+"""When does rubric-to-code credit beat GRPO? The sweep over settings (docs/ablation.md).
 
     python -m rcca_jax.ablation --config=experiments/credit_sweep.py \
         --workdir=/tmp/credit_sweep --seeds=5

@@ -1,4 +1,4 @@
-"""Ling-3.0-Flash shape: 124.4B total / 5.10B active parameters (MODEL.md).
+"""Ling-3.0-Flash shape: 124.4B total / 5.10B active parameters (docs/model.md).
 
     python -m rcca_jax.models.summary --config=experiments/moe_124b.py
 prints the parameter counts and per-device bytes for the mesh below, from abstract

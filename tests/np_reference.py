@@ -1,4 +1,5 @@
-"""Independent float64 numpy references of the RL math (METHOD §3, §6), shared by tests."""
+"""Independent float64 numpy references of the RL math, shared by tests
+(docs/method.md#7-objective, docs/method.md#6-asymmetric-effective-weights)."""
 
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""Tests for rcca_jax.credit.align (METHOD §5 token weights)."""
+"""Tests for rcca_jax.credit.align (token weights, docs/method.md#5-diagnostic-weights)."""
 
 
 from absl.testing import absltest, parameterized
@@ -11,7 +11,8 @@ from rcca_jax.evaluation.record import Issue
 
 
 def _reference_weights(offsets, issues, direct=3.0, context=1.5, cap=4.0):
-  """The formula written out token by token, as METHOD §5 states it."""
+  """The formula written out token by token, as docs/method.md#5-diagnostic-weights states
+  it."""
   def hit(s, e, spans):
     return e > s and any(s < b and a < e for a, b in spans)
   out = []

@@ -414,7 +414,8 @@ class MiniAppBenchTest(absltest.TestCase):
     self.assertEqual((record["turns"], record["status"], record["passed"]), (3, "scored", False))
 
 
-# A CONTRACTS task file with executable checks (our corpus's shape).
+# A project task file (docs/contracts.md#1-task-file) with executable checks (our corpus's
+# shape).
 COUNTER_TASK = {"id": "counter-0001", "request": "A counter with a greeting box",
                 "category": "Tools", "difficulty": "easy", "rubrics": [
                     {"id": "r1", "kind": "initial", "level": "core", "text": "Starts at 0",

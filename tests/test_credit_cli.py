@@ -1,4 +1,4 @@
-"""Tests for `python -m rcca_jax.credit` (CONTRACTS §5) and its HTML report."""
+"""Tests for `python -m rcca_jax.credit` (docs/contracts.md#5-credit) and its HTML report."""
 
 import contextlib
 import html

@@ -1,4 +1,5 @@
-"""`python -m rcca_jax.evaluate` end to end (CONTRACTS §4) in a subprocess."""
+"""`python -m rcca_jax.evaluate` end to end (docs/contracts.md#4-evaluation) in a
+subprocess."""
 
 import json
 import os

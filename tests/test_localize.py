@@ -1,6 +1,7 @@
 """Tests for rcca_jax.credit.localize: evidence -> direct/context response spans.
 
-Records are written by hand following the evidence schema (EVAL_INTERFACES.md); the
+Records are written by hand following the evidence schema
+(docs/contracts.md#issue-evidence); the
 browser tests at the end run the real evaluator on small apps.
 """
 

@@ -1,4 +1,5 @@
-"""RCCA effective weights (METHOD.md §6) against a numpy reference."""
+"""RCCA effective weights (docs/method.md#6-asymmetric-effective-weights) against a numpy
+reference."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""Tests for the gated reward (METHOD.md §2) against hand-computed values."""
+"""Tests for the gated reward (docs/method.md#2-gated-reward) against hand-computed values."""
 
 from absl.testing import absltest, parameterized
 

@@ -1,5 +1,5 @@
-"""METHOD §2: a response whose rubrics are all ungraded has no reward and leaves the
-RL batch without biasing its group."""
+"""docs/method.md#2-gated-reward: a response whose rubrics are all ungraded has no reward
+and leaves the RL batch without biasing its group."""
 
 import numpy as np
 from absl.testing import absltest
