@@ -50,7 +50,7 @@ class SingleProcessTest(absltest.TestCase):
     self.assertIs(multihost.feed_global(fn, None), fn)
     self.assertIs(multihost.local_logprobs(fn, None), fn)
     self.assertEqual(multihost.prompt_share(None, ["a", "b"], 4), ["a", "b"])
-    self.assertEqual(multihost.reduce_row({"loss": 1.0}, 4), {"loss": 1.0})
+    self.assertEqual(multihost.gather_shares({"loss": 1.0}, 4), [({"loss": 1.0}, 4)])
     self.assertIsNone(multihost.sampling_mesh(None))
 
 

@@ -8,8 +8,9 @@ devices, grades those rollouts in its own grader, computes their group advantage
 prompt's G samples never leave their process, so the advantages are exact) and
 contributes its rows to the global batch with `jax.make_array_from_process_local_data`.
 Everything that is not a row of the batch (the prompt order, the PRNG key, the step) is
-computed identically by every process. Metrics rows are combined over processes
-(`reduce_row`) and written by process 0 only (`train.logging`).
+computed identically by every process. Metrics rows are gathered from every process
+(`gather_shares`), combined by `train.row_reduce` and written by process 0 only
+(`train.logging`).
 
 Sampling uses a copy of the weights on the process's own devices (`local_copy`: the
 replicated leaves as they are, the sharded ones all-gathered), on a mesh of those
@@ -45,8 +46,6 @@ from rcca_jax.parallel import partitioning
 # Set by cluster launchers; jax.distributed.initialize() then needs no arguments.
 _AUTO_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS",
              "MEGASCALE_COORDINATOR_ADDRESS")
-# Metrics summed over processes by `reduce_row` (the others are averaged).
-SUMMED = ("no_reward", "timeouts", "cache_hits")
 
 
 def auto_detected() -> bool:
@@ -177,29 +176,13 @@ def allgather_json(value: Any) -> list[Any]:
   return [json.loads(bytes(rows[i, :int(sizes[i, 0])])) for i in range(len(rows))]
 
 
-def reduce_row(row: Mapping[str, Any], count: int) -> dict[str, Any]:
-  """A metrics row over all processes from each one's row over its `count` rollouts:
-  `SUMMED` counters summed, `reward_mean` weighted by rewarded rollouts, every other
-  number weighted by `count` (exact for per-rollout means; the train step's metrics are
-  already global and equal everywhere). Unchanged in a single process."""
+def gather_shares(row: Mapping[str, Any], count: int) -> list[tuple[dict[str, Any], int]]:
+  """Every process's `(row, count)` in process order (a collective; no communication
+  in a single process). `train.row_reduce.combine` makes the job's row of them."""
   if not is_multi_process():
-    return dict(row)
+    return [(dict(row), count)]
   row = {k: v.item() if isinstance(v, np.generic) else v for k, v in row.items()}
-  rows = allgather_json({"row": row, "count": count})
-  out: dict[str, Any] = {}
-  for name, value in row.items():
-    have = [r for r in rows if name in r["row"]]
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-      out[name] = value
-    elif name in SUMMED:
-      out[name] = sum(r["row"][name] for r in have)
-    else:
-      weights = [r["count"] - r["row"].get("no_reward", 0) if name == "reward_mean"
-                 else r["count"] for r in have]
-      total = sum(weights)
-      out[name] = (sum(w * r["row"][name] for w, r in zip(weights, have)) / total
-                   if total else float(np.mean([r["row"][name] for r in have])))
-  return out
+  return [(r["row"], r["count"]) for r in allgather_json({"row": row, "count": count})]
 
 
 def barrier(name: str) -> None:

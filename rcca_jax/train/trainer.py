@@ -71,6 +71,7 @@ from rcca_jax.train import outcome as outcome_lib
 from rcca_jax.train import overlap as overlap_lib
 from rcca_jax.train import prompts as prompts_lib
 from rcca_jax.train import rollouts as rollouts_lib
+from rcca_jax.train import row_reduce
 from rcca_jax.train import site_metrics
 from rcca_jax.train.configs import (credit_config, load_tokenizer, loss_config,
                                     model_config, optimizer_config, pretrained_source,
@@ -617,7 +618,7 @@ class Trainer:
                    skipped_long_prompts=self.skipped_prompts,
                    timeouts=self.pool().stats["timeouts"],
                    **times, **cache_row, train_s=t3 - t2, step_s=time.time() - t0)
-        row = multihost.reduce_row(row, len(rollouts))  # over processes
+        row = row_reduce.combine(multihost.gather_shares(row, len(rollouts)))
         self.metrics.write("rl", start, row)
         bar.update(reward=row["reward_mean"], passed=row["pass_rate"], loss=row["loss"])
         if start % self.config.eval.every_rl_steps == 0 or start == stage.num_steps:
