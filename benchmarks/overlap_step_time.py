@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from rcca_jax.train import logging as logging_lib
+from rcca_jax.train import run_log
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PHASES = ("sample_s", "eval_s", "train_s", "step_s")
@@ -56,7 +56,7 @@ def main() -> None:
       shutil.copytree(sft_dir, arm)
       _main(arm, sft, f"--config.rl.num_steps={args.rl_steps}",
             f"--config.rl.overlap_steps={overlap}")
-      rows = [r for r in logging_lib.read_rows(arm) if r["stage"] == "rl"][1:]
+      rows = [r for r in run_log.read_rows(arm) if r["stage"] == "rl"][1:]
       for phase in PHASES:
         times[overlap][phase] += [r[phase] for r in rows]
   median = {k: {p: statistics.median(v) for p, v in t.items()} for k, t in times.items()}

@@ -35,7 +35,7 @@ from absl import logging
 import ml_collections
 from ml_collections import config_flags
 
-from rcca_jax.train.logging import read_rows
+from rcca_jax.train.run_log import read_rows
 
 
 def parse_overrides(text: str) -> list[tuple[str, str]]:

@@ -27,7 +27,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from rcca_jax.train.logging import read_rows
+from rcca_jax.train.run_log import read_rows
 
 BASELINE = "grpo"
 # RL-row diagnostics averaged over the steps of each run (docs/ablation.md#what-to-log).

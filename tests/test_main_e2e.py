@@ -26,8 +26,8 @@ from rcca_jax.data import chat
 from rcca_jax.data import selection
 from rcca_jax.data.tasks import family_of
 from rcca_jax.train import configs
-from rcca_jax.train import logging as logging_lib
 from rcca_jax.train import rollouts
+from rcca_jax.train import run_log
 from rcca_jax.train import trainer
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ class TrainerPartsTest(parameterized.TestCase):
 
   def test_truncate_drops_rows_after_the_checkpoint(self):
     workdir = self.create_tempdir().full_path
-    log = logging_lib.MetricsLogger(workdir, tensorboard=False)
+    log = run_log.MetricsLogger(workdir, tensorboard=False)
     for step in (1, 2, 3):
       log.write("rl", step, {"loss": 0.5})
     log.write("eval", 3, {"after": "rl", "pass_rate": 0.0})

@@ -13,7 +13,7 @@ import pytest
 from absl.testing import absltest
 
 from rcca_jax.parallel import multihost
-from rcca_jax.train import logging as logging_lib
+from rcca_jax.train import run_log
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 ACCEPTANCE = ["--config.sft.num_steps=4", "--config.eval.enabled=False",
@@ -69,7 +69,7 @@ class TwoProcessMainTest(absltest.TestCase):
     workdir = os.path.join(tmp, "run")
     logs = [os.path.join(tmp, f"p{i}.log") for i in range(5)]
     self._two_processes(workdir, "--config.rl.num_steps=2", logs=logs[:2])
-    rows = logging_lib.read_rows(workdir)
+    rows = run_log.read_rows(workdir)
     self.assertEqual([r["step"] for r in rows if r["stage"] == "rl"], [1, 2])
     self.assertEqual([r["step"] for r in rows if r["stage"] == "sft"], [4])
     for row in rows:
@@ -77,7 +77,7 @@ class TwoProcessMainTest(absltest.TestCase):
         self.assertTrue(0.0 <= row["reward_mean"] <= 1.0, row)
     resumed = _main(workdir, 4, "--config.rl.num_steps=3", log=logs[2])
     self.assertEqual(resumed.wait(timeout=1500), 0, _tail(logs[2]))
-    rows = logging_lib.read_rows(workdir)
+    rows = run_log.read_rows(workdir)
     self.assertEqual([r["step"] for r in rows if r["stage"] == "rl"], [1, 2, 3])
     self.assertEqual([r["step"] for r in rows if r["stage"] == "sft"], [4])
     # --mode=eval on two processes: process 0 evaluates and prints, process 1 waits.

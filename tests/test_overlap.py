@@ -121,7 +121,7 @@ class OverlapTrainerTest(absltest.TestCase):
     self.assertTrue(os.listdir(os.path.join(split, "checkpoints", "rl_ahead")))
     with trainer_lib.Trainer(self._config(), split, grader=FakeGrader()) as trainer:
       trainer.train()
-    rows = {d: [r for r in trainer_lib.logging_lib.read_rows(d) if r["stage"] == "rl"]
+    rows = {d: [r for r in trainer_lib.run_log.read_rows(d) if r["stage"] == "rl"]
             for d in (whole, split)}
     self.assertEqual([r["step"] for r in rows[split]], [1, 2, 3])
     for a, b in zip(rows[whole], rows[split]):

@@ -1,8 +1,8 @@
 """Missing targets: the element an app most plausibly meant by a selector that matches nothing.
 
 A policy often builds the requested element under another name (`<button id="toggle">`
-where the request says `#theme-toggle`, `id="plus"` for `#inc`). `guess_target` ranks
-the static elements by
+where the request says `#theme-toggle`, `id="plus"` for `#inc`). `TargetFinder.guess`
+ranks the static elements by
   - role: the step must be able to act on it (`fill` needs an editable field, `check` a
     checkbox, ...; anything can be clicked, elements made for it rank a little higher),
     and a tag the selector names must match;

@@ -201,7 +201,7 @@ class RubricRunner:
                               hang="rubric deadline"))
         try:
           if step.verb == "expect":
-            await self._expect(i, step, level, seen)
+            await self._expect(i, step, level)
           else:
             await self._act(i, step)
             self._owed = i
@@ -354,15 +354,15 @@ class RubricRunner:
       raise
 
   # -- expectations ------------------------------------------------------------------
-  async def _expect(self, i: int, step: Any, level: str, seen: int) -> None:
-    verdict = await self._judge_expectation(i, step, level, seen)
+  async def _expect(self, i: int, step: Any, level: str) -> None:
+    verdict = await self._judge_expectation(i, step, level)
     if verdict is not None and step.expect != "no_errors" and self.config.expect_retry_ms > 0:
       await asyncio.sleep(self.config.expect_retry_ms / 1000)  # let transitions/timers finish
-      verdict = await self._judge_expectation(i, step, level, seen)
+      verdict = await self._judge_expectation(i, step, level)
     if verdict is not None:
       raise _Stop(verdict)
 
-  async def _judge_expectation(self, i: int, step: Any, level: str, seen: int) -> Failure | None:
+  async def _judge_expectation(self, i: int, step: Any, level: str) -> Failure | None:
     kind = step.expect
     if kind in ("no_errors", "js"):
       await self._settle_owed()

@@ -10,7 +10,7 @@ contributes its rows to the global batch with `jax.make_array_from_process_local
 Everything that is not a row of the batch (the prompt order, the PRNG key, the step) is
 computed identically by every process. Metrics rows are gathered from every process
 (`gather_shares`), combined by `train.row_reduce` and written by process 0 only
-(`train.logging`).
+(`train.run_log`).
 
 Sampling uses a copy of the weights on the process's own devices (`local_copy`: the
 replicated leaves as they are, the sharded ones all-gathered), on a mesh of those

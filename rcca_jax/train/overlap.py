@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional
 
 import jax
 
-from rcca_jax.train import logging as logging_lib
+from rcca_jax.train import run_log
 
 
 class RolloutSource:
@@ -56,7 +56,7 @@ class RolloutSource:
       with open(self._path(step), "rb") as f:
         return pickle.load(f)
     if step:
-      logging_lib.note("overlap: step %d's rollouts sampled now (none saved)", step)
+      run_log.note("overlap: step %d's rollouts sampled now (none saved)", step)
     return None
 
   def get(self, state: Any, step: int) -> tuple[list, dict[str, float]]:

@@ -66,12 +66,12 @@ from rcca_jax.rl import updates as updates_lib
 from rcca_jax.sampling import JaxSampler, Sampler
 from rcca_jax.train import config_check
 from rcca_jax.train import eval_loop
-from rcca_jax.train import logging as logging_lib
 from rcca_jax.train import outcome as outcome_lib
 from rcca_jax.train import overlap as overlap_lib
 from rcca_jax.train import prompts as prompts_lib
 from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import row_reduce
+from rcca_jax.train import run_log
 from rcca_jax.train import site_metrics
 from rcca_jax.train.configs import (credit_config, load_tokenizer, loss_config,
                                     model_config, optimizer_config, pretrained_source,
@@ -136,7 +136,7 @@ class Trainer:
     self.loss = loss_config(config)
     self.keep_best = bool(config.checkpoint.get("keep_best", True))
     self.best = self._checkpointer("best", max_to_keep=1) if self.keep_best else None
-    self.metrics = logging_lib.MetricsLogger(workdir)
+    self.metrics = run_log.MetricsLogger(workdir)
     self._closed = False
     self._pool: Optional[Grader] = grader
     self._sampler_obj: Optional[Sampler] = sampler
@@ -204,7 +204,7 @@ class Trainer:
         stage.checkpointer = self._checkpointer(stage.name)
       if self.keep_best:
         self.best = self._checkpointer("best", max_to_keep=1)
-      self.metrics = logging_lib.MetricsLogger(self.workdir)
+      self.metrics = run_log.MetricsLogger(self.workdir)
       self._closed = False
     return self
 
@@ -291,7 +291,7 @@ class Trainer:
         tmp = path + ".tmp"
         tasks_lib.write_tasks(tmp, built)
         os.replace(tmp, path)
-        logging_lib.note("controlled setting: %d tasks written to %s", len(built), path)
+        run_log.note("controlled setting: %d tasks written to %s", len(built), path)
       multihost.barrier("controlled tasks")
       self._controlled = tasks_lib.load_tasks(path)
     return self._controlled
@@ -332,7 +332,7 @@ class Trainer:
         score, self.tokenizer, tasks, rows=r.prompts_per_step * r.group_size,
         max_len=r.max_prompt_len + r.max_new_tokens, pad_id=self.pad_id)
     if out.get("sites_skipped"):
-      logging_lib.note("site metrics: %d sites left out (sequence longer than %d tokens)",
+      run_log.note("site metrics: %d sites left out (sequence longer than %d tokens)",
                        out["sites_skipped"], r.max_prompt_len + r.max_new_tokens)
     return {**out, "sites_s": time.time() - t0} if out else out
 
@@ -408,7 +408,7 @@ class Trainer:
     row = eval_loop.flat_metrics(summary)
     row.update(after=after, eval_s=time.time() - t0, **self._cache_row(cached))
     self.metrics.write("eval", step, row)
-    logging_lib.note("eval after %s step %d: reward %.3f gates %.2f pass %.2f%s%s",
+    run_log.note("eval after %s step %d: reward %.3f gates %.2f pass %.2f%s%s",
                      after, step, summary["reward_mean"], summary["gates_pass"],
                      summary["pass_rate"],
                      f" pass@1 {summary['pass_at_1']:.2f}" if "pass_at_1" in summary else "",
@@ -434,7 +434,7 @@ class Trainer:
     self.best.save(state, {"prompt_batches": rl_step, "rl_step": rl_step,
                            "dev_reward": float(reward)}, force=True)
     self.best.wait()
-    logging_lib.note("best dev reward so far (%.3f, RL step %d): saved as %s", reward,
+    run_log.note("best dev reward so far (%.3f, RL step %d): saved as %s", reward,
                      rl_step, self.best.directory)
     return True
 
@@ -447,7 +447,7 @@ class Trainer:
     line = outcome_lib.collapse_warning(before[-1], summary,
                                         self.config.eval.get("collapse_margin", 0.1), where)
     if line:
-      logging_lib.note("%s", line)
+      run_log.note("%s", line)
     return line
 
   def report_outcome(self) -> Optional[str]:
@@ -497,7 +497,7 @@ class Trainer:
       examples.append((ids, mask))
     if not examples:
       raise ValueError(f"no SFT example fits sft.max_len={s.max_len}")
-    logging_lib.note("SFT: %d examples (%d longer than %d skipped)", len(examples),
+    run_log.note("SFT: %d examples (%d longer than %d skipped)", len(examples),
                    skipped, s.max_len)
     return examples
 
@@ -508,7 +508,7 @@ class Trainer:
       return state
     examples = self.sft_examples()
     step_fn = self._compile(sft_lib.NextTokenObjective(), stage)
-    bar = logging_lib.Progress("sft", stage.num_steps, start)
+    bar = run_log.Progress("sft", stage.num_steps, start)
     log_every = self.config.sft.log_every
     try:
       while start < stage.num_steps:
@@ -545,7 +545,7 @@ class Trainer:
       self._rl_tasks, self.skipped_prompts = prompts_lib.fit_prompts(
           self.tokenizer, tasks, r.max_prompt_len, r.get("long_prompts", "refuse"))
       if self.skipped_prompts:
-        logging_lib.note("RL: %d tasks with prompts over %d tokens skipped",
+        run_log.note("RL: %d tasks with prompts over %d tokens skipped",
                          self.skipped_prompts, r.max_prompt_len)
     return self._rl_tasks
 
@@ -586,7 +586,7 @@ class Trainer:
                           blame=self.credit.blame),
         overlap_steps=r.get("overlap_steps", 0), num_steps=stage.num_steps,
         ahead_dir=os.path.join(self.workdir, "checkpoints", "rl_ahead"))
-    bar = logging_lib.Progress("rl", stage.num_steps, start)
+    bar = run_log.Progress("rl", stage.num_steps, start)
     try:
       while start < stage.num_steps:
         t0 = time.time()
@@ -642,14 +642,14 @@ class Trainer:
       if rl_step is not None:
         state, position = self._restore(self.rl)
         rl_step //= self.updates.updates_per_batch
-        logging_lib.note("resuming RL at step %d (%s)", rl_step, position)
+        run_log.note("resuming RL at step %d (%s)", rl_step, position)
         self.metrics.truncate("rl", rl_step)
       else:
         self.metrics.truncate("rl", 0)
         sft_step = self.sft.checkpointer.latest_step()
         if sft_step is not None:
           state, position = self._restore(self.sft)
-          logging_lib.note("resuming SFT at step %d (%s)", sft_step, position)
+          run_log.note("resuming SFT at step %d (%s)", sft_step, position)
         else:
           sft_step = 0
           state = self._fresh_state(self.sft.opt_config)
