@@ -14,21 +14,24 @@ evaluation is greedy on the same requests, after SFT and every 4 RL steps.
 SFT: 300 steps of 4 targets (lr 3e-3, cosine); RL: 16 steps, lr 2e-4 (constant),
 `seq-mean-token-mean`, clip 0.2, one update per rollout batch.
 
-Measured (commit of this docstring; the 2-core CPU machine shared with other agents'
-jobs, load average 15-30 throughout, this job under `nice -n 10`):
-  seed 0: SFT 46 min at 3.4-24 s/step, RL 40-190 s/step; the run was stopped by its
-  `timeout 4000` (67 min) during RL step 14 and resumed from the step-12 checkpoint. The
-  load, not the job, sets these times (`experiments/ablation_small.py` on a quieter
-  machine: 0.8 s per SFT step of 8, 13.8 s per RL step of 32 rollouts); a quiet-machine
-  wall time was not measured.
-  After SFT (per-token loss 0.0036) greedy decoding writes the exact bug on all three
-  requests: dev reward 0.243, gates 0.33 (the misspelt id and the thrown error fail the
-  runtime gate), pass rate 0.00 (seeds 0, 1 and 2 alike). T = 1 samples are the exact
-  bug or the exact reference ~40% of the time. RL, seed 0: dev pass rate 0.67, reward
-  0.843, gates 1.00 at RL steps 4, 8 and 12 (char_counter and guess_number now write the
-  reference; star_rating still its wrong handler operator); training reward 0.38 at
-  step 1, 0.4-0.6 after.
-  Seeds 1 and 2: RL not finished within the session (post-SFT as above).
+Measured (`make demo`'s command on a fresh clone of 1bc914e, install excluded, `--config.seed=N`,
+the 2-core CPU machine; a background experiment shared it at the lowest CPU priority,
+and, for seed 0's SFT, at equal priority):
+
+  | seed | wall | post-SFT reward / gates / pass | RL step 4 | step 8 | step 12 | step 16 |
+  |---|---|---|---|---|---|---|
+  | 0 | 623 s | 0.243 / 0.33 / 0.00 | 0.843 / 0.67 | 0.843 / 0.67 | 0.843 / 0.67 | 1.000 / 1.00 |
+  | 1 | 500 s | 0.243 / 0.33 / 0.00 | 0.543 / 0.33 | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 |
+  | 2 | 492 s | 0.243 / 0.33 / 0.00 | 0.543 / 0.33 | 0.843 / 0.67 | 1.000 / 1.00 | 1.000 / 1.00 |
+
+  (RL columns: greedy dev reward / pass rate.) After SFT (300 steps, 3.7 min at about
+  0.7 s/step; seed 0: 5.7 min) greedy decoding writes the exact bug on all three
+  requests (the misspelt id and the thrown error fail the runtime gate). RL, 16 steps in
+  3.8 min (about 14 s/step, grading most of it), unlearns all three bugs on every seed:
+  final reward 1.000 and pass rate 1.00, gates 1.00; the exact probability of the bug
+  against the reference (mean p_bug, train/site_metrics.py) falls 0.61 -> 0.27. Training
+  reward at T = 1 stays 0.3-0.65 (samples still write the bug a good part of the time).
+  No collapse warning fired.
 """
 
 import ml_collections
