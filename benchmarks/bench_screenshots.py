@@ -4,7 +4,7 @@
       [--screenshots 3] [--interval 1.0]
 
 Apps: the reference apps of data/tasks/dev.jsonl (the project's corpus), as responses.
-- bench: the production path (`bench.common.run` with `artifactsbench.render_request`):
+- bench: the production path (`bench.resumable.run` with `artifactsbench.render_request`):
   N concurrent pages, each app loaded on a fresh origin, `--screenshots` PNGs
   `--interval` s apart written to disk, the request (question, checklist, code,
   screenshots as data URLs) built and serialised as it would be sent.
@@ -27,7 +27,10 @@ import tempfile
 import time
 
 from rcca_jax.bench import artifactsbench
-from rcca_jax.bench import common
+from rcca_jax.bench import resumable
+from rcca_jax.bench import screenshots
+from rcca_jax.bench.inputs import Item
+from rcca_jax.bench.pages import Pages, Worker
 from rcca_jax.data import chat
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation.config import EvalConfig
@@ -36,13 +39,13 @@ DEV = pathlib.Path(__file__).resolve().parent.parent / "data" / "tasks" / "dev.j
 TARGET_S = 1.5
 
 
-def _items(n: int) -> list[common.Item]:
+def _items(n: int) -> list[Item]:
   tasks = [t for t in tasks_lib.load_tasks(DEV) if t.reference][:n]
-  return [common.Item(i, t.id, 0, chat.format_response(t.reference), t)
+  return [Item(i, t.id, 0, chat.format_response(t.reference), t)
           for i, t in enumerate(tasks)]
 
 
-async def _render_only(pages: common.Pages, item: common.Item, *,
+async def _render_only(pages: Pages, item: Item, *,
                        opts: artifactsbench.Options, out_dir: str) -> dict:
   record, messages = await artifactsbench.render_request(pages, item, opts=opts,
                                                          out_dir=out_dir)
@@ -50,24 +53,24 @@ async def _render_only(pages: common.Pages, item: common.Item, *,
   return {**record, "status": "scored", "request_bytes": len(payload)}
 
 
-def bench(items: list[common.Item], config: EvalConfig, workers: int,
+def bench(items: list[Item], config: EvalConfig, workers: int,
           opts: artifactsbench.Options) -> tuple[float, list[dict]]:
   with tempfile.TemporaryDirectory() as out:
     start = time.perf_counter()
-    records = common.run(items, functools.partial(_render_only, opts=opts, out_dir=out),
-                         out_dir=out, config=config, workers=workers)
+    records = resumable.run(items, functools.partial(_render_only, opts=opts, out_dir=out),
+                            out_dir=out, config=config, workers=workers)
     return (time.perf_counter() - start) / len(items), records
 
 
-async def _baseline(items: list[common.Item], config: EvalConfig) -> float:
-  worker = common.Worker(config)
+async def _baseline(items: list[Item], config: EvalConfig) -> float:
+  worker = Worker(config)
   session = await worker.session()
   try:
     start = time.perf_counter()
     for item in items:
       await session.begin_app()
       await session.load(item.task.reference)
-      await common.screenshot(session)
+      await screenshots.screenshot(session)
     return (time.perf_counter() - start) / len(items)
   finally:
     await worker.close()

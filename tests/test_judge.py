@@ -1,8 +1,12 @@
 """Judge backend against a real OpenAI-compatible HTTP server on loopback."""
 
+import asyncio
+import collections
+import concurrent.futures
 import http.server
 import json
 import threading
+import time
 
 from absl.testing import absltest, parameterized
 import pytest
@@ -139,6 +143,137 @@ class JudgeHttpTest(absltest.TestCase):
       server.close()
     self.assertIsNone(v.passed)
     self.assertIn("unparseable", v.reason)
+
+
+class ChatClientTest(absltest.TestCase):
+  """The one retrying client under both the rubric judge and the benchmark judges."""
+
+  def serve(self, replies):
+    server = FakeServer(replies)
+    self.addCleanup(server.close)
+    return server
+
+  def client(self, server, **kw):
+    return judge_lib.ChatClient(server.base + "/v1", "m", timeout=5, **kw)
+
+  def test_retries_then_success_counts_usage(self):
+    server = self.serve([500, 503, "fine"])
+    client = self.client(server, retries=2, max_backoff=0.01)
+    usage = collections.Counter()
+    payload = client.payload([{"role": "user", "content": "hi"}], tools=[])
+    message = client.complete(payload, usage)
+    self.assertEqual(message, {"role": "assistant", "content": "fine"})
+    self.assertEqual([body for _, body in server.requests], [payload] * 3)
+    self.assertEqual(payload, {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                               "temperature": 0.0, "max_tokens": 2048, "tools": []})
+    self.assertEqual(usage, {"requests": 3, "prompt_tokens": 100, "completion_tokens": 10})
+    self.assertEqual(client.requests, 3)
+
+  def test_all_tries_fail_with_the_last_error(self):
+    server = self.serve([500, 502, 503])
+    client = self.client(server, retries=2, max_backoff=0.2)
+    start = time.monotonic()
+    with self.assertRaisesRegex(judge_lib.JudgeError,
+                                r"^judge unavailable after 3 tries: HTTPError: HTTP Error 503"):
+      client.complete(client.payload([]))
+    self.assertGreaterEqual(time.monotonic() - start, 0.4)  # two back-offs of min(0.5 * 2^k, 0.2)
+    self.assertLen(server.requests, 3)
+
+  def test_unreachable_server_is_a_transport_failure(self):
+    client = judge_lib.ChatClient("http://127.0.0.1:9", "m", timeout=2, retries=1,
+                                  max_backoff=0.01)
+    with self.assertRaisesRegex(judge_lib.JudgeError, "after 2 tries: URLError"):
+      client.complete(client.payload([]))
+    self.assertEqual(client.requests, 2)
+
+  def test_budget_is_checked_before_every_try(self):
+    server = self.serve(["a", "b", 500, 500])
+    client = self.client(server, retries=2, max_requests=3, max_backoff=0.01)
+    usage = collections.Counter()
+    self.assertEqual(client.complete(client.payload([]), usage)["content"], "a")
+    self.assertEqual(client.complete(client.payload([]), usage)["content"], "b")
+    with self.assertRaisesRegex(judge_lib.BudgetSpent, "^judge request budget of 3 spent$"):
+      client.complete(client.payload([]), usage)  # one failed try, then the budget is spent
+    self.assertLen(server.requests, 3)
+    self.assertEqual(usage["requests"], 3)
+    with self.assertRaises(judge_lib.BudgetSpent):
+      client.complete(client.payload([]))
+    self.assertLen(server.requests, 3)
+
+  def test_budget_holds_across_threads(self):
+    server = self.serve(lambda body: {"content": "ok"})
+    client = self.client(server, retries=0, max_requests=5)
+
+    def one(_):
+      try:
+        return client.complete(client.payload([]))["content"]
+      except judge_lib.BudgetSpent:
+        return "spent"
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+      results = list(pool.map(one, range(12)))
+    self.assertEqual(collections.Counter(results), {"ok": 5, "spent": 7})
+    self.assertLen(server.requests, 5)
+
+  def test_unusable_reply_is_asked_again_without_back_off(self):
+    server = self.serve(["no", "yes"])
+    client = self.client(server, retries=1, max_backoff=5.0)
+    start = time.monotonic()
+    message = client.complete(client.payload([]), usable=lambda m: m["content"] == "yes")
+    self.assertEqual(message["content"], "yes")
+    self.assertLess(time.monotonic() - start, 0.5)
+    self.assertLen(server.requests, 2)
+
+  def test_last_unusable_reply_is_returned(self):
+    server = self.serve(["no", "still no"])
+    client = self.client(server, retries=1)
+    message = client.complete(client.payload([]), usable=lambda m: False)
+    self.assertEqual(message["content"], "still no")
+    self.assertLen(server.requests, 2)
+
+  def test_failure_after_an_unusable_reply_names_the_failure(self):
+    server = self.serve(["no", 500])
+    client = self.client(server, retries=1)
+    with self.assertRaisesRegex(judge_lib.JudgeError, "^judge unavailable after 2 tries: "
+                                "HTTPError: HTTP Error 500"):
+      client.complete(client.payload([]), usable=lambda m: False)
+
+  def test_complete_async(self):
+    server = self.serve(["async fine"])
+    client = self.client(server)
+    usage = collections.Counter()
+    message = asyncio.run(client.complete_async(client.payload([]), usage))
+    self.assertEqual(message["content"], "async fine")
+    self.assertEqual(usage["requests"], 1)
+
+
+class JudgeRetrySemanticsTest(absltest.TestCase):
+  """The rubric judge on the shared client: an unparseable reply is asked again."""
+
+  def grade(self, replies, retries=1):
+    server = FakeServer(replies)
+    self.addCleanup(server.close)
+    verdict = judge_lib.Judge(server.base, "m", timeout=5, retries=retries).grade(
+        "r", "t", "<p>")
+    return verdict, server.requests
+
+  def test_unparseable_then_parsed(self):
+    v, requests = self.grade(["no idea", '{"passed": false, "severity": "minor"}'])
+    self.assertEqual((v.passed, v.severity), (False, "minor"))
+    self.assertLen(requests, 2)
+    self.assertEqual(requests[0][1]["max_tokens"], 512)
+
+  def test_failure_after_an_unparseable_reply_is_ungraded(self):
+    v, _ = self.grade(["no idea", 500])
+    self.assertIsNone(v.passed)
+    self.assertEqual(v.reason, "judge unavailable after 2 tries: HTTPError: HTTP Error 500: "
+                     "Internal Server Error")
+
+  def test_reply_without_content_is_retried(self):
+    replies = iter([{"role": "assistant"}, {"content": '{"passed": true}'}])
+    v, requests = self.grade(lambda body: next(replies))
+    self.assertIs(v.passed, True)
+    self.assertLen(requests, 2)
 
 
 TASK = tasks_lib.parse_task({

@@ -10,5 +10,8 @@ docs/contracts.md#8-interfaces-of-the-second-wave).
 `artifactsbench`: screenshots and a multimodal judge scoring 0-100 (`artifactsbench.py`);
 `miniappbench`: an agent judge that uses the app, pass/fail per task (`miniappbench.py`,
 `agent_judge.py`); `table`: result folders side by side (`table.py`). `--rubrics` adds
-RCCA's rubric evaluator on the same tasks (`rubrics.py`).
+RCCA's rubric evaluator on the same tasks (`rubrics.py`). Both benchmarks share the
+inputs (`inputs.py`), the browser pages (`pages.py`), the screenshots (`screenshots.py`),
+the resumable grading loop (`resumable.py`), the summaries (`summary.py`) and the
+retrying judge client (`evaluation/judge.py`'s `ChatClient`).
 """

@@ -11,16 +11,21 @@ import argparse
 import functools
 import os
 import sys
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from rcca_jax.bench import agent_judge
 from rcca_jax.bench import artifactsbench
-from rcca_jax.bench import common
+from rcca_jax.bench import inputs
 from rcca_jax.bench import miniappbench
+from rcca_jax.bench import resumable
 from rcca_jax.bench import rubrics
+from rcca_jax.bench import summary as summary_lib
 from rcca_jax.bench import table
 from rcca_jax.data import tasks as tasks_lib
+from rcca_jax.evaluation import judge as judge_lib
 from rcca_jax.evaluation.config import EvalConfig
+
+MIN_VIEWPORT = (1024, 768)
 
 
 def _viewport(text: str) -> tuple[int, int]:
@@ -28,10 +33,15 @@ def _viewport(text: str) -> tuple[int, int]:
     w, h = (int(v) for v in text.lower().split("x"))
   except ValueError:
     raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, got {text!r}") from None
-  if w < common.MIN_VIEWPORT[0] or h < common.MIN_VIEWPORT[1]:
+  if w < MIN_VIEWPORT[0] or h < MIN_VIEWPORT[1]:
     raise argparse.ArgumentTypeError("the viewport must be at least "
-                                     f"{common.MIN_VIEWPORT[0]}x{common.MIN_VIEWPORT[1]}")
+                                     f"{MIN_VIEWPORT[0]}x{MIN_VIEWPORT[1]}")
   return w, h
+
+
+def _warn(lines: Iterable[str]) -> None:
+  for line in lines:
+    print(f"warning: {line}", file=sys.stderr)
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
@@ -94,25 +104,25 @@ def _table(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
   try:
-    tasks, answers, problems = common.load_tasks(args.tasks, args.command)
-    items = common.load_items(tasks, args.responses, answers)
+    tasks, answers, problems = inputs.load_tasks(args.tasks, args.command)
+    items = inputs.load_items(tasks, args.responses, answers)
   except tasks_lib.TaskFileError as e:
-    common.warn(e.errors)
+    _warn(e.errors)
     print(f"{args.tasks}: {len(e.errors)} error(s); nothing was graded", file=sys.stderr)
     return 2
-  except (common.InputError, OSError) as e:
+  except (inputs.InputError, OSError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  common.warn(problems)
-  common.warn(i.error for i in items if i.error)
+  _warn(problems)
+  _warn(i.error for i in items if i.error)
   if not items:
     print("error: no responses to grade", file=sys.stderr)
     return 2
   config = EvalConfig(viewport=args.viewport)
-  judge = common.ChatJudge(args.judge_url, args.judge_model, timeout=args.judge_timeout,
-                           retries=args.judge_retries, max_requests=args.max_requests,
-                           max_tokens=args.max_tokens,
-                           api_key=os.environ.get("RCCA_JUDGE_API_KEY"))
+  judge = judge_lib.ChatClient(args.judge_url, args.judge_model, timeout=args.judge_timeout,
+                               retries=args.judge_retries, max_requests=args.max_requests,
+                               max_tokens=args.max_tokens,
+                               api_key=os.environ.get("RCCA_JUDGE_API_KEY"))
   if args.command == "artifactsbench":
     module, metrics = artifactsbench, artifactsbench.METRICS
     opts = artifactsbench.Options(args.screenshots, args.interval, args.parse_retries)
@@ -121,15 +131,15 @@ def _bench(args: argparse.Namespace) -> int:
     opts = agent_judge.Options(args.max_turns, args.max_seconds,
                                not args.no_turn_screenshots, max_code_chars=args.show_code)
   grade = functools.partial(module.grade, judge=judge, opts=opts, out_dir=args.out)
-  records = common.run(items, grade, out_dir=args.out, config=config, workers=args.workers)
+  records = resumable.run(items, grade, out_dir=args.out, config=config, workers=args.workers)
   summary = module.summarize(records, judge_model=args.judge_model)
   if args.rubrics:
     summary["rubrics"] = rubrics.evaluate_rubrics(
         tasks, items, out_dir=args.out, workers=args.workers,
         config=EvalConfig(judge_url=args.judge_url, judge_model=args.judge_model))
-  common.write_summary(args.out, summary, args.command, metrics)
+  summary_lib.write_summary(args.out, summary, args.command, metrics)
   c = summary["counts"]
-  ungraded = sum(n for s, n in c.items() if s not in (*common.FINAL, "responses"))
+  ungraded = sum(n for s, n in c.items() if s not in (*resumable.FINAL, "responses"))
   overall = summary["overall"]
   print(f"{args.command}: {c['responses']} responses, overall "
         f"{'n/a' if overall is None else f'{overall:.2f}'}, "

@@ -21,7 +21,7 @@ import json
 import time
 from typing import Any
 
-from rcca_jax.bench import common
+from rcca_jax.bench import screenshots
 from rcca_jax.evaluation import judge as judge_lib
 from rcca_jax.evaluation.page_session import CallTimeout, JsError, PageSession
 
@@ -172,7 +172,7 @@ def _verdict(args: Any, expected: dict[str, list[str]]) -> dict[str, Any]:
 class Agent:
   """Runs one judge conversation on a loaded page."""
 
-  def __init__(self, session: PageSession, judge: common.ChatJudge, opts: Options,
+  def __init__(self, session: PageSession, judge: judge_lib.ChatClient, opts: Options,
                out_dir: str, stem: str):
     self.session = session
     self.judge = judge
@@ -192,13 +192,13 @@ class Agent:
 
   async def screenshot_part(self) -> dict[str, Any] | None:
     try:
-      data = await common.screenshot(self.session)
+      data = await screenshots.screenshot(self.session)
     except (CallTimeout, JsError):
       return None
     rel = f"screenshots/{self.stem}_t{len(self.screenshots)}.png"
-    common.write_png(self.out_dir, rel, data)
+    screenshots.write_png(self.out_dir, rel, data)
     self.screenshots.append(rel)
-    return common.image_part(data)
+    return screenshots.image_part(data)
 
   def new_errors(self) -> list[str]:
     log = self.session.log
@@ -311,7 +311,7 @@ class Agent:
     turns = 0
     while turns < self.opts.max_turns and time.monotonic() < deadline:
       turns += 1
-      message = await self.judge.complete(
+      message = await self.judge.complete_async(
           self.judge.payload(messages, tools=TOOLS, tool_choice="auto"), usage)
       verdict = await self._turn(message, messages, expected)
       if verdict is not None:
@@ -320,7 +320,7 @@ class Agent:
         messages.append({"role": "user", "content": [
             {"type": "text", "text": "The page now:"}, shot]})
     messages.append({"role": "user", "content": "No turns or time left: call done now."})
-    message = await self.judge.complete(self.judge.payload(
+    message = await self.judge.complete_async(self.judge.payload(
         messages, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "done"}}),
         usage)
     return await self._turn(message, messages, expected, final=True), turns + 1

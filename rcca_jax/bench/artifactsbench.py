@@ -19,7 +19,10 @@ import json
 import re
 from typing import Any, Sequence
 
-from rcca_jax.bench import common
+from rcca_jax.bench import screenshots
+from rcca_jax.bench import summary as summary_lib
+from rcca_jax.bench.inputs import Item
+from rcca_jax.bench.pages import Pages
 from rcca_jax.data import bench_common
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import extract as extract_lib
@@ -86,7 +89,7 @@ def build_messages(task: tasks_lib.Task, code: str, png_b64: Sequence[str],
                                 interval=opts.interval)
   return [{"role": "system", "content": system},
           {"role": "user", "content": [{"type": "text", "text": text},
-                                       *(common.image_part(b) for b in png_b64)]}]
+                                       *(screenshots.image_part(b) for b in png_b64)]}]
 
 
 def _number(value: Any) -> float | None:
@@ -138,7 +141,7 @@ def parse_reply(text: str, max_total: float = 0.0) -> Reply | None:
   return None
 
 
-async def render_request(pages: common.Pages, item: common.Item, *, opts: Options,
+async def render_request(pages: Pages, item: Item, *, opts: Options,
                          out_dir: str) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
   """The record so far and the judge messages (None: no app, the record is final)."""
   record = item.base_record()
@@ -147,16 +150,16 @@ async def render_request(pages: common.Pages, item: common.Item, *, opts: Option
     return {**record, "score": 0.0, "status": "no_app", "item_scores": [],
             "screenshots": [], "usage": {}}, None
   async with pages.page() as session:
-    shots = await common.take_screenshots(session, html, count=opts.screenshots,
-                                          interval=opts.interval, out_dir=out_dir,
-                                          stem=common.file_stem(item))
+    shots = await screenshots.take_screenshots(session, html, count=opts.screenshots,
+                                               interval=opts.interval, out_dir=out_dir,
+                                               stem=screenshots.file_stem(item))
   record.update(screenshots=shots.paths)
   if shots.load_error or shots.errors:
     record["render_errors"] = ([shots.load_error] if shots.load_error else []) + shots.errors
   return record, build_messages(item.task, html, shots.png_b64, opts)
 
 
-async def grade(pages: common.Pages, item: common.Item, *, judge: common.ChatJudge,
+async def grade(pages: Pages, item: Item, *, judge: judge_lib.ChatClient,
                 opts: Options, out_dir: str) -> dict[str, Any]:
   """One response's record (see the module docstring)."""
   record, messages = await render_request(pages, item, opts=opts, out_dir=out_dir)
@@ -167,8 +170,8 @@ async def grade(pages: common.Pages, item: common.Item, *, judge: common.ChatJud
   text = ""
   for _ in range(opts.parse_retries + 1):
     try:
-      message = await judge.complete(judge.payload(messages), usage)
-    except common.JudgeError as e:
+      message = await judge.complete_async(judge.payload(messages), usage)
+    except judge_lib.JudgeError as e:
       return {**record, "usage": dict(usage), "score": None, "status": "judge_error",
               "error": str(e)}
     text = message.get("content") or ""
@@ -191,8 +194,8 @@ def summarize(records: Sequence[dict[str, Any]], *, judge_model: str) -> dict[st
     return {"score": float(r["score"])}
 
   return {"benchmark": "artifactsbench", "judge_model": judge_model,
-          "overall": common.mean([r["score"] for r in graded]),
-          "official_overall": common.mean([r["score"] for r in official]),
-          "by_category": common.grouped(graded, "category", value),
-          "by_difficulty": common.grouped(graded, "difficulty", value),
-          "counts": common.counts(records), "usage": common.usage_total(records)}
+          "overall": summary_lib.mean([r["score"] for r in graded]),
+          "official_overall": summary_lib.mean([r["score"] for r in official]),
+          "by_category": summary_lib.grouped(graded, "category", value),
+          "by_difficulty": summary_lib.grouped(graded, "difficulty", value),
+          "counts": summary_lib.counts(records), "usage": summary_lib.usage_total(records)}

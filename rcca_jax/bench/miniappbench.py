@@ -15,13 +15,17 @@ import time
 from typing import Any, Sequence
 
 from rcca_jax.bench import agent_judge
-from rcca_jax.bench import common
+from rcca_jax.bench import screenshots
+from rcca_jax.bench import summary as summary_lib
+from rcca_jax.bench.inputs import Item
+from rcca_jax.bench.pages import Pages
 from rcca_jax.evaluation import extract as extract_lib
+from rcca_jax.evaluation import judge as judge_lib
 
 METRICS = ("overall", "intention", "static", "dynamic")
 
 
-async def grade(pages: common.Pages, item: common.Item, *, judge: common.ChatJudge,
+async def grade(pages: Pages, item: Item, *, judge: judge_lib.ChatClient,
                 opts: agent_judge.Options, out_dir: str) -> dict[str, Any]:
   """One response's record (see the module docstring)."""
   record = item.base_record()
@@ -34,10 +38,10 @@ async def grade(pages: common.Pages, item: common.Item, *, judge: common.ChatJud
     await session.begin_app()
     start = time.monotonic()
     load = await session.load(extraction.html)
-    agent = agent_judge.Agent(session, judge, opts, out_dir, common.file_stem(item))
+    agent = agent_judge.Agent(session, judge, opts, out_dir, screenshots.file_stem(item))
     try:
       verdict, turns = await agent.run(item.task, extraction.html, usage)
-    except common.JudgeError as e:
+    except judge_lib.JudgeError as e:
       return {**record, "score": None, "status": "judge_error", "error": str(e),
               "usage": dict(usage)}
   record.update(turns=turns, actions=agent.actions, screenshots=agent.screenshots,
@@ -66,10 +70,10 @@ def summarize(records: Sequence[dict[str, Any]], *, judge_model: str) -> dict[st
   graded = [r for r in records if r["status"] in ("scored", "no_app", "unparseable")]
   values = [_values(r) for r in graded]
   out: dict[str, Any] = {"benchmark": "miniappbench", "judge_model": judge_model,
-                         "overall": common.mean([v["score"] for v in values])}
+                         "overall": summary_lib.mean([v["score"] for v in values])}
   for d in agent_judge.DIMENSIONS:
-    out[d] = common.mean([v[d] for v in values])
-  out.update(by_category=common.grouped(graded, "category", _values),
-             by_difficulty=common.grouped(graded, "difficulty", _values),
-             counts=common.counts(records), usage=common.usage_total(records))
+    out[d] = summary_lib.mean([v[d] for v in values])
+  out.update(by_category=summary_lib.grouped(graded, "category", _values),
+             by_difficulty=summary_lib.grouped(graded, "difficulty", _values),
+             counts=summary_lib.counts(records), usage=summary_lib.usage_total(records))
   return out

@@ -14,13 +14,13 @@ import os
 from typing import Any, Sequence
 
 from rcca_jax import evaluate
-from rcca_jax.bench import common
+from rcca_jax.bench.inputs import Item
 from rcca_jax.data import jsonl
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation.config import EvalConfig
 
 
-def evaluate_rubrics(tasks: Sequence[tasks_lib.Task], items: Sequence[common.Item], *,
+def evaluate_rubrics(tasks: Sequence[tasks_lib.Task], items: Sequence[Item], *,
                      out_dir: str, config: EvalConfig, workers: int) -> dict[str, Any]:
   """Evaluates every response with rubrics; returns {group: {n, reward_mean, pass_rate}}
   with groups `overall`, `category/NAME` and `difficulty/NAME`."""

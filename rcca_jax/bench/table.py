@@ -14,7 +14,7 @@ import json
 import os
 from typing import Any, Sequence
 
-from rcca_jax.bench import common
+from rcca_jax.bench import summary as summary_lib
 
 _EXTRA = ("official_overall", "intention", "static", "dynamic")
 
@@ -71,4 +71,4 @@ def to_csv(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def to_markdown(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-  return common.markdown_table(header, rows) + "\n"
+  return summary_lib.markdown_table(header, rows) + "\n"

@@ -6,17 +6,24 @@ Talks to any OpenAI-compatible chat-completions endpoint (vLLM, SGLang, ...): PO
 "reason": str}`. Replies are parsed robustly (bare JSON, JSON in a code fence or inside
 prose); transport errors are retried a bounded number of times; a reply that never
 parses makes the rubric ungraded with the reason.
+
+`ChatClient` is the one retrying chat client (bounded retries with exponential
+back-off, a request budget, usage counting); the rubric `Judge` and the benchmark
+judges (`rcca_jax.bench`) both send through it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import dataclasses
 import json
 import re
+import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, Callable
 
 from rcca_jax.base.schema import SEVERITIES
 
@@ -68,6 +75,91 @@ def post_chat(url: str, payload: dict[str, Any], *, timeout: float,
   return body
 
 
+class JudgeError(RuntimeError):
+  """No usable reply: the server failed after the retries, or the budget is spent."""
+
+
+class BudgetSpent(JudgeError):
+  """The run's judge request budget is used up."""
+
+
+@dataclasses.dataclass
+class ChatClient:
+  """An OpenAI-compatible chat endpoint with bounded retries and a request budget.
+
+  `retries`: extra tries after a transport failure (HTTP error, timeout, bad body),
+  with exponential back-off (0.5 s doubling, at most `max_backoff` s), or after a reply
+  the caller cannot use; `max_requests`: requests over the client's life (0 = no
+  limit; when spent, BudgetSpent). Safe to share between threads.
+  """
+
+  base_url: str
+  model: str
+  timeout: float = 120.0
+  retries: int = 2
+  max_requests: int = 0
+  max_tokens: int = 2048
+  temperature: float = 0.0
+  api_key: str | None = None
+  max_backoff: float = 8.0
+  requests: int = 0               # sent so far
+  _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, init=False,
+                                            repr=False, compare=False)
+
+  @property
+  def url(self) -> str:
+    return chat_url(self.base_url)
+
+  def payload(self, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"model": self.model, "messages": messages, "temperature": self.temperature,
+            "max_tokens": self.max_tokens, **extra}
+
+  def _spend(self) -> None:
+    with self._lock:
+      if self.max_requests and self.requests >= self.max_requests:
+        raise BudgetSpent(f"judge request budget of {self.max_requests} spent")
+      self.requests += 1
+
+  def complete(self, payload: dict[str, Any], usage: collections.Counter | None = None,
+               *, usable: Callable[[dict[str, Any]], bool] | None = None
+               ) -> dict[str, Any]:
+    """The reply message; counts requests and tokens into `usage`.
+
+    A reply that `usable` rejects is asked again at once (no back-off); the last try's
+    reply is returned either way. Raises BudgetSpent, or JudgeError (naming the last
+    failure) after the last try.
+    """
+    error = ""
+    for attempt in range(self.retries + 1):
+      self._spend()
+      if usage is not None:
+        usage["requests"] += 1
+      try:
+        body = post_chat(self.url, payload, timeout=self.timeout, api_key=self.api_key)
+        message = body["choices"][0]["message"]
+        if not isinstance(message, dict):
+          raise TypeError("the reply's message is not an object")
+        ok = usable is None or usable(message)
+      except TRANSPORT_ERRORS as e:
+        error = f"{type(e).__name__}: {e}"
+        if attempt < self.retries:
+          time.sleep(min(0.5 * 2 ** attempt, self.max_backoff))
+        continue
+      if usage is not None:
+        for name in ("prompt_tokens", "completion_tokens"):
+          value = (body.get("usage") or {}).get(name)
+          if isinstance(value, int):
+            usage[name] += value
+      if ok or attempt == self.retries:
+        return message
+    raise JudgeError(f"judge unavailable after {self.retries + 1} tries: {error}"[:500])
+
+  async def complete_async(self, payload: dict[str, Any], usage: collections.Counter
+                           ) -> dict[str, Any]:
+    """`complete` in a worker thread (the event loop goes on meanwhile)."""
+    return await asyncio.to_thread(self.complete, payload, usage)
+
+
 def json_objects(text: str):
   """Candidate JSON objects in `text`: fenced blocks first, then every balanced {...}."""
   for m in re.finditer(r"```(?:json)?\s*(.*?)```", text, re.DOTALL):
@@ -115,17 +207,18 @@ def parse_verdict(text: str) -> Verdict:
   return Verdict(None, None, [], f"unparseable judge reply: {text[:200]!r}")
 
 
+def _content(message: dict[str, Any]) -> str:
+  return message["content"] or ""
+
+
 class Judge:
   """Grades rubric texts against app code through a chat-completions endpoint."""
 
   def __init__(self, base_url: str, model: str, *, timeout: float = 60.0, retries: int = 2,
                max_app_chars: int = 24000, api_key: str | None = None):
-    self.url = chat_url(base_url)
-    self.model = model
-    self.timeout = timeout
-    self.retries = retries
+    self.client = ChatClient(base_url, model, timeout=timeout, retries=retries,
+                             max_tokens=512, api_key=api_key, max_backoff=4.0)
     self.max_app_chars = max_app_chars
-    self.api_key = api_key
 
   def messages(self, request: str, rubric_text: str, app: str) -> list[dict[str, str]]:
     if len(app) > self.max_app_chars:
@@ -134,25 +227,13 @@ class Judge:
             f"App code:\n```html\n{app}\n```")
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
-  def _post(self, payload: dict[str, Any]) -> str:
-    body = post_chat(self.url, payload, timeout=self.timeout, api_key=self.api_key)
-    return body["choices"][0]["message"]["content"] or ""
-
   def grade(self, request: str, rubric_text: str, app: str) -> Verdict:
-    """One verdict; transport failures retried `retries` times, then ungraded."""
-    payload = {"model": self.model, "messages": self.messages(request, rubric_text, app),
-               "temperature": 0.0, "max_tokens": 512}
-    error = ""
-    for attempt in range(self.retries + 1):
-      try:
-        text = self._post(payload)
-      except TRANSPORT_ERRORS as e:
-        error = f"{type(e).__name__}: {e}"
-        if attempt < self.retries:
-          time.sleep(min(0.5 * 2 ** attempt, 4.0))
-        continue
-      verdict = parse_verdict(text)
-      if verdict.passed is not None or attempt == self.retries:
-        return verdict
-      error = verdict.reason
-    return Verdict(None, None, [], f"judge unavailable after {self.retries + 1} tries: {error}"[:500])
+    """One verdict; transport failures and unparseable replies are tried again, `retries`
+    times in all, then ungraded (with the last reply's reason when it did not parse)."""
+    payload = self.client.payload(self.messages(request, rubric_text, app))
+    try:
+      message = self.client.complete(
+          payload, usable=lambda m: parse_verdict(_content(m)).passed is not None)
+    except JudgeError as e:
+      return Verdict(None, None, [], str(e))
+    return parse_verdict(_content(message))
