@@ -8,20 +8,28 @@ of `sweep.settings`, each a whole ablation in DIR/SETTING (its own controlled ta
 one SFT per seed shared by its arms, the same prompt order and sampling seeds in every
 arm); re-running the command resumes where it stopped, and a finished setting's
 `summary.json` / `ablation.md` can be committed while the next one runs:
-  s3_4  3 bug sites and 4 neutral rewrites per request (8 of the 12 requests have them);
-  s3_0  3 bug sites, no neutral rewrites (the same 8 requests);
-  s1_0  one bug per request: `experiments/ablation_small.py` re-measured with the exact
-        site metrics (12 requests), plus the SGD arms (the optimizer question).
+  s3_4  3 bug sites and 4 neutral rewrites per request;
+  s3_0  3 bug sites, no neutral rewrites;
+  s1_0  one bug per request (the committed ablation's kind of setting), plus the SGD
+        arms (the optimizer question).
 `rcca_oracle` (blame exactly on the known bug sites) runs in the multi-site settings,
-where the evaluator's blame is not known to be exact; in s1_0 RCCA's direct recall on the
-policy's own bugs was 1.000 (experiments/results/ablation_small/).
+where the evaluator's direct recall on the policy's own bugs was below 0.95 in the pilot.
 
-Everything else is ablation_small's: the tiny hybrid, SFT 600 steps on 20 targets per
-request (each site drawn at its rate: 0.25 / 0.6 / 0.75 / 0.9 round-robin for bug sites,
-0.5 for neutral ones), RL at T = 1 with 4 requests x 8 samples per step, AdamW lr 1e-4
-constant. The RL run is shorter (16 steps) and the sampled pass@1 uses 4 samples per
-request, to fit the sweep's CPU budget; the primary metric, `bug_prob_mean`, is exact
-(teacher-forced, `train/site_metrics.py`) at every evaluation.
+The requests: the first train task of the four families with the shortest apps among
+those that have 3 bug sites at separate places and 4 neutral rewrites (counter,
+filter_search, temperature_converter, password_strength), so all three settings share
+them. Every RL step samples every request (4 x 6 samples at T = 1): with 8 or 12
+requests and 4 per step, each request is seen a third or half as often, and in the pilot
+GRPO at lr 1e-4 moved mean p_bug 0.682 -> 0.680 in 4 steps (experiments/results/
+credit_sweep/README.md, "Pilot").
+
+SFT: 300 steps of 8 on 20 targets per request (bug sites drawn at 0.25 / 0.6 / 0.75 /
+0.9 round-robin, neutral ones at 0.5). RL: 12 steps, AdamW lr 2e-4 constant (the
+embedded default's, which unlearns its bugs in 8-16 steps), seq-mean-token-mean, clip
+0.2; SGD arms at lr 0.2 (ablation_small's rule, the first SGD step as long as AdamW's,
+scaled with the AdamW rate). Dev evaluation after SFT and every 3 RL steps: the exact
+site metrics (`bug_prob_mean`, per-site p_bug), greedy pass rate and reward, and pass@1
+over 4 samples per request at T = 1.
 
 Runtime and result: experiments/results/credit_sweep/README.md.
 """
@@ -30,15 +38,30 @@ import ml_collections
 
 from experiments import ablation_small
 
+FAMILIES = ("counter", "filter_search", "temperature_converter", "password_strength")
 MULTI_SITE_ARMS = "grpo,rcca,rcca_focus,rcca_placebo,rcca_oracle"
 ONE_SITE_ARMS = "grpo,rcca,rcca_focus,rcca_placebo,grpo_sgd,rcca_sgd"
+LEARNING_RATE = 2e-4
+SGD_LR = round(ablation_small.SGD_LR * LEARNING_RATE / 1e-4, 6)
 
 
 def get_config() -> ml_collections.ConfigDict:
   config = ablation_small.get_config()
-  config.rl.num_steps = 16
-  config.eval.every_rl_steps = 4
+  config.data.families = FAMILIES
+  config.data.controlled.families = FAMILIES
+  config.sft.num_steps = 300
+  config.sft.checkpoint_every = 100
+  config.rl.num_steps = 12
+  config.rl.prompts_per_step = 4
+  config.rl.group_size = 6
+  config.rl.checkpoint_every = 3
+  config.rl.optimizer.learning_rate = LEARNING_RATE
+  config.eval.every_rl_steps = 3
   config.eval.samples_per_request = 4
+  for arm in ("grpo_sgd", "rcca_sgd"):
+    config.arms[arm] = config.arms[arm].replace(
+        f"rl.optimizer.learning_rate={ablation_small.SGD_LR}",
+        f"rl.optimizer.learning_rate={SGD_LR}")
   config.sweep = ml_collections.ConfigDict(dict(settings="s3_4,s3_0,s1_0"))
   config.settings = ml_collections.ConfigDict(dict(
       s3_4="data.controlled.bug_sites=3;data.controlled.neutral_sites=4;"
