@@ -1,6 +1,7 @@
 """The Colab notebooks: valid, compiling, and executed end to end (real kernel)."""
 
 import ast
+import json
 import os
 import pathlib
 from unittest import mock
@@ -10,6 +11,8 @@ import nbformat
 import pytest
 from absl.testing import absltest
 from absl.testing import parameterized
+
+from tests import sweep_fixtures
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "experiments" / "notebooks"
 NAMES = ("credit_walkthrough", "small_model_ablation")
@@ -63,12 +66,20 @@ class WalkthroughTest(absltest.TestCase):
 
 class AblationNotebookTest(absltest.TestCase):
 
-  def test_loads_committed_results(self):
-    text = text_outputs(execute("small_model_ablation"))  # RUN defaults to off
-    self.assertIn("results from experiments/results/credit_sweep", text)
-    self.assertRegex(text, r"settings: s3_4")
-    self.assertIn("| s3_4 | rcca_focus |", text)
-    self.assertIn("| rcca_placebo |", text)
+  def test_loads_and_plots_a_sweep_directory(self):
+    results = self.create_tempdir().full_path
+    for setting, offset in (("s1_0", 0.0), ("s3_4", 0.15)):
+      os.makedirs(os.path.join(results, setting))
+      with open(os.path.join(results, setting, "summary.json"), "w") as f:
+        json.dump(sweep_fixtures.summary(offset), f)
+    nb = execute("small_model_ablation", {"ABLATION_RESULTS": results})
+    text = text_outputs(nb)
+    self.assertIn(f"results from {results}", text)  # RUN defaults to off
+    self.assertIn("settings: s3_4, s1_0", text)  # the sweep's order
+    self.assertIn("| s3_4 | rcca | 5 | 0.600 | 0.353 | -0.080 [", text)
+    self.assertIn("| s1_0 | rcca | 5 | 0.600 | 0.433 | +0.000 [", text)
+    self.assertTrue(any("image/png" in o.get("data", {})
+                        for cell in nb.cells for o in cell.get("outputs", [])))
 
   def test_setup_cell_names_what_to_do_without_a_checkout(self):
     nb = nbformat.read(NOTEBOOKS / "small_model_ablation.ipynb", as_version=4)

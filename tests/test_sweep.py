@@ -12,6 +12,7 @@ from rcca_jax import ablation
 from rcca_jax import sweep
 from rcca_jax import sweep_report
 from rcca_jax.train import config_check
+from tests import sweep_fixtures
 
 
 def sweep_config(settings="a,b"):
@@ -60,27 +61,10 @@ class SweepTest(absltest.TestCase):
     self.assertEqual(list(out), ["b", "a"])
 
 
-def _run(seed, bug_probs, pass_at_1=0.5):
-  """A run of `ablation_report`'s summary form: post-SFT then evaluations at 4, 8."""
-  points = [{"pass_rate": 0.5, "reward_mean": 0.5, "bug_prob_mean": p,
-             "pass_at_1": pass_at_1} for p in bug_probs]
-  return {"seed": seed, "post_sft": points[0], "rl_steps": 8, "rl": {},
-          "evals": [dict(step=s, **p) for s, p in zip((4, 8), points[1:])]}
-
-
-def _summary(rcca_offset):
-  """Five seeds; GRPO's p_bug falls 0.6 -> 0.4 -> 0.3, RCCA's by `rcca_offset` more per
-  evaluation on seeds 0-3 and not at all better on seed 4."""
-  grpo = [_run(s, (0.6, 0.4, 0.3)) for s in range(5)]
-  rcca = [_run(s, (0.6, 0.4 - rcca_offset * (s < 4), 0.3 - rcca_offset * (s < 4)))
-          for s in range(5)]
-  return {"arms": {"grpo": grpo, "rcca": rcca}}
-
-
 class SweepReportTest(absltest.TestCase):
 
   def test_paired_auc_differences_come_from_the_runs(self):
-    summaries = {"s3_4": _summary(0.15), "s1_0": _summary(0.0)}
+    summaries = {"s3_4": sweep_fixtures.summary(0.15), "s1_0": sweep_fixtures.summary(0.0)}
     test = sweep_report.paired_auc(summaries["s3_4"])["rcca"]
     # AUC = mean over the three evaluations: each of seeds 0-3 is 2 x 0.15 / 3 lower.
     np.testing.assert_allclose(test["per_seed"], [-0.1] * 4 + [0.0], atol=1e-12)
@@ -96,7 +80,8 @@ class SweepReportTest(absltest.TestCase):
 
   def test_writes_the_figure_and_table_of_settings_with_runs(self):
     workdir = self.create_tempdir().full_path
-    sweep_report.write_all(workdir, {"a": _summary(0.1), "b": {"arms": {"grpo": []}}})
+    sweep_report.write_all(workdir, {"a": sweep_fixtures.summary(0.1),
+                                     "b": {"arms": {"grpo": []}}})
     with open(os.path.join(workdir, "sweep.md"), encoding="utf-8") as f:
       text = f.read()
     self.assertIn("| a | rcca |", text)
@@ -105,7 +90,7 @@ class SweepReportTest(absltest.TestCase):
       self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
 
   def test_band_is_the_standard_error_over_seeds(self):
-    runs = [_run(0, (0.6, 0.4, 0.2)), _run(1, (0.6, 0.6, 0.4))]
+    runs = [sweep_fixtures.run(0, (0.6, 0.4, 0.2)), sweep_fixtures.run(1, (0.6, 0.6, 0.4))]
     steps, mean, sem = sweep_report.mean_band(runs, "bug_prob_mean")
     np.testing.assert_array_equal(steps, [0, 4, 8])
     np.testing.assert_allclose(mean, [0.6, 0.5, 0.3])
