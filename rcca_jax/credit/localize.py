@@ -29,29 +29,15 @@ from rcca_jax.base.js_index import FUNCTION_TYPES, JsIndex, statement_span
 from rcca_jax.base.schema import Span, contains, merge_spans, subtract_spans
 from rcca_jax.credit.context import expand_context
 from rcca_jax.credit.targets import MIN_SCORE, TargetFinder, last_compound, parse_steps
+from rcca_jax.evaluation.actions import ACTION_EVENTS, fired_events
 from rcca_jax.evaluation.extract import Extraction, extract_app
 from rcca_jax.evaluation.source import ParsedApp, parse_app
 
-# Event types that each DSL action can fire on its target (or on an ancestor).
-_ACTION_EVENTS = {
-    "click": ("click", "mousedown", "mouseup", "pointerdown", "pointerup", "touchstart",
-              "touchend", "change", "input", "submit"),
-    "hover": ("mouseover", "mouseenter", "mousemove", "pointerover", "pointerenter",
-              "pointermove", "mouseout", "mouseleave"),
-    "fill": ("input", "beforeinput"),    # inserted text: no key events, no blur
-    "press": ("keydown", "keyup", "keypress", "input", "submit", "change"),
-    "select": ("change", "input"),
-    "check": ("change", "click", "input"),
-}
-_ACTION_EVENTS["dblclick"] = _ACTION_EVENTS["click"] + ("dblclick",)
-_ACTION_EVENTS["uncheck"] = _ACTION_EVENTS["check"]
 _GLOBAL_TARGETS = ("document", "window", "document.body")
 _LOOPS = frozenset({"for_statement", "for_in_statement", "while_statement", "do_statement"})
-_VALUE_INPUTS = frozenset({"date", "time", "datetime-local", "month", "week", "color", "range"})
 _JS_LOOKUP = re.compile(r"(getElementById|querySelector(?:All)?)\(\s*[\"'`]([^\"'`]+)[\"'`]")
-_FORM_TAGS = frozenset({"input", "select", "textarea", "label", "option", "form"})
 _DOM_EVENTS = frozenset(
-    t for events in _ACTION_EVENTS.values() for t in events) | frozenset({
+    t for events in ACTION_EVENTS.values() for t in events) | frozenset({
         "load", "DOMContentLoaded", "resize", "scroll", "focus", "blur", "focusin", "focusout",
         "contextmenu", "wheel", "animationend", "transitionend", "beforeunload", "hashchange",
         "popstate", "storage", "visibilitychange", "error", "reset", "invalid", "drag",
@@ -292,16 +278,16 @@ class Localizer:
       pos = self._position(lst)
       if pos is not None:
         found |= self._binding_of_handler(pos, direct, context)
-    types = {t for a in actions for t in _ACTION_EVENTS.get(a.verb, ())}
+    types = {t for a in actions for t in ACTION_EVENTS.get(a.verb, ())}
     delegated = any(l.get("node") == "ancestor" and l.get("type") in types for l in listeners)
     for action in actions:
       if delegated or (action.selector is None and action.verb != "press"):
         continue
       if action.selector is None:        # a key press goes to the document
-        if found and not any(l.get("type") in _ACTION_EVENTS["press"] for l in listeners):
+        if found and not any(l.get("type") in ACTION_EVENTS["press"] for l in listeners):
           self._missing_binding(None, direct, context)
         continue
-      events = _ACTION_EVENTS.get(action.verb, ())
+      events = ACTION_EVENTS.get(action.verb, ())
       ids = re.findall(r"#([\w-]+)", action.selector)
       if found and ids and not any(
           l.get("node") == "target" and (l.get("type") in events or l in misbound)
@@ -561,7 +547,7 @@ class Localizer:
     handlers = self._action_handlers(ev, selector)
     guess, ranked = finder.guess(selector, (verb, kind, selector), check,
                                  ev.get("expected"), ev.get("rubric_selectors") or [],
-                                 handlers, _ACTION_EVENTS.get(verb, ()))
+                                 handlers, ACTION_EVENTS.get(verb, ()))
     self.target_note = {"selector": selector, "candidates": ranked,
                         "guess": None if guess is None else ranked[0]["element"]}
     if guess is None:
@@ -683,21 +669,6 @@ def _normalize(text: str) -> tuple[str, list[int]]:
   return "".join(chars), where
 
 
-def fired_events(action: dsl.Step, tag: str | None, kind: str) -> frozenset[str]:
-  """Events the rubric runner's action fires on its target (`tag`, input `kind`): a click
-  changes form controls only; filling inserts text (no key events, no blur), except that
-  it sets date/color/range-like inputs by value (`change`) and clears with Delete."""
-  events = set(_ACTION_EVENTS.get(action.verb, ()))
-  if action.verb in ("click", "dblclick") and tag is not None and tag not in _FORM_TAGS:
-    events -= {"change", "input"}
-  if action.verb == "fill":
-    if kind in _VALUE_INPUTS:
-      events.add("change")
-    if not action.value:
-      events |= {"keydown", "keyup"}
-  return frozenset(events)
-
-
 def _fires(action: dsl.Step, target: tuple[str | None, str], listener: dict[str, Any]) -> bool:
   return listener.get("type") in fired_events(action, *target)
 
@@ -706,7 +677,7 @@ def _misbound(listener: dict[str, Any], actions: Sequence[dsl.Step],
               fires: Sequence[dict[str, Any]]) -> bool:
   """A listener on the acted-on element (with none there that fires), or anywhere with a
   misspelling of an event the actions fire."""
-  events = sorted({t for a in actions for t in _ACTION_EVENTS.get(a.verb, ())})
+  events = sorted({t for a in actions for t in ACTION_EVENTS.get(a.verb, ())})
   if listener.get("node") == "target":
     return not any(l.get("node") == "target" and l.get("selector") == listener.get("selector")
                    for l in fires) and bool(actions)

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from rcca_jax.base.js_index import JsIndex
 from rcca_jax.base.schema import Span, contains
+from rcca_jax.evaluation import actions
 from rcca_jax.evaluation.source import ParsedApp, StartTag
 
 MIN_SCORE = 0.7        # a guess needs at least this score ...
@@ -49,8 +50,6 @@ _SKIP_TAGS = frozenset({"html", "head", "body", "script", "style", "meta", "link
 _CLICKABLE = frozenset({"button", "a", "summary", "label", "select", "option", "details"})
 _BUTTON_TYPES = frozenset({"button", "submit", "reset", "checkbox", "radio", "image", "file",
                            "color", "range"})
-_TEXT_INPUTS = frozenset({"", "text", "search", "email", "url", "tel", "password", "number",
-                          "date", "time", "datetime-local", "month", "week", "color", "range"})
 _STEP = re.compile(r"^(?P<verb>\w+)(?: (?P<kind>\w+))? \"(?P<sel>(?:[^\"\\]|\\.)*)\"")
 
 
@@ -153,7 +152,7 @@ def can_act(verb: str, tag: StartTag) -> bool:
   kind = a.get("type", "").lower()
   if verb == "fill":
     return (tag.tag == "textarea" or "contenteditable" in a
-            or (tag.tag == "input" and kind in _TEXT_INPUTS))
+            or (tag.tag == "input" and kind in actions.TEXT_INPUTS))
   if verb == "select":
     return tag.tag == "select"
   if verb in ("check", "uncheck"):

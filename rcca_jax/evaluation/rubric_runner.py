@@ -22,6 +22,7 @@ import time
 from typing import Any, Sequence
 
 from rcca_jax.evaluation import compare
+from rcca_jax.evaluation import actions
 from rcca_jax.evaluation import devtools
 from rcca_jax.evaluation.page_session import (CallTimeout, JsError, PageException,
                                               PageSession)
@@ -95,8 +96,6 @@ _SELECT_JS = """(sel, value) => {
 }"""
 
 _FOCUS_JS = "(sel) => { const el = document.querySelector(sel); el.focus(); return true; }"
-
-_VALUE_TYPES = ("date", "time", "datetime-local", "month", "week", "color", "range")
 
 # Reads what an expectation needs from the DOM in one call.
 _READ_JS = """(sel, kind, name, expected) => {
@@ -322,7 +321,7 @@ class RubricRunner:
       if not t["editable"] or t["type"] in ("checkbox", "radio", "button", "submit", "file"):
         raise _Stop(Failure(i, "critical", f"fill: {step.selector!r} is not editable",
                             selector=step.selector, element=t["info"]))
-      if t["type"] in _VALUE_TYPES:
+      if t["type"] in actions.VALUE_SET_INPUTS:
         await s.js(_SET_VALUE_JS, step.selector, step.value, what=f"fill {step.selector}")
       else:
         await s.js(_FOCUS_SELECT_JS, step.selector, what=f"focus {step.selector}")
