@@ -335,6 +335,22 @@ class MultiSiteTest(parameterized.TestCase):
                                 ".*neutral rewrites away from the bug sites"):
       controlled.build(train_tasks(), too_many, RuleScorer(rule))
 
+  def test_a_task_whose_reference_fails_a_gate_is_skipped_and_named(self):
+    first = controlled.pick_tasks(train_tasks(), self.spec)[0]
+    rule = SiteRule(controlled.pick_tasks(train_tasks(), self.spec))
+    reference = sites_lib.reference_answer(first)
+
+    def timed_out_reference(task, text):  # as a load timeout under a starved CPU grades it
+      if task.id == first.id and text == reference:
+        return record(task, failed=("r1",), reward=0.1, runtime=False)
+      return rule(task, text)
+    with self.assertLogs(logger="absl", level="WARNING") as logs:
+      built = controlled.build(train_tasks(), self.spec, RuleScorer(timed_out_reference))
+    self.assertEqual([t.id for t in built], [t.id for t in self.built[1:]])
+    (line,) = logs.output
+    self.assertIn(f"task {first.id} skipped: its reference fails the runtime gate "
+                  "(reward 0.1)", line)
+
   def test_pick_bugs_needs_a_rubric_of_its_own_for_each(self):
     def site(name, start, rubrics):
       return sites_lib.Site(name=name, kind="bug", start=start, end=start + 1, variant="?",

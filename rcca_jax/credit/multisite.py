@@ -77,12 +77,14 @@ def build(picked: Sequence[Any], spec: Any, score: Scorer
   reason each other task was skipped (task id -> reason)."""
   refs = [sites_lib.reference_answer(t) for t in picked]
   records = score(list(zip(picked, refs)))
+  skipped = {t.id: why for t, rec in zip(picked, records) if (why := _bad_reference(rec))}
   states = [_State(t, ref, rec, _bug_candidates(t, ref, spec, i),
                    _neutral_candidates(t, ref, spec, i))
-            for i, (t, ref, rec) in enumerate(zip(picked, refs, records))]
+            for i, (t, ref, rec) in enumerate(zip(picked, refs, records))
+            if t.id not in skipped]
   _choose_bugs(states, spec, score)
   _choose_neutrals(states, spec, score)
-  skipped, done = {}, []
+  done = []
   for s in states:
     if s.bugs is None:
       skipped[s.task.id] = (
@@ -130,6 +132,17 @@ def _interleave(groups: Sequence[Sequence[Site]]) -> list[Site]:
 
 def _bug_operators(spec: Any) -> list[str]:
   return list(spec.operators) + [op for op in FALLBACK_OPERATORS if op not in spec.operators]
+
+
+def _bad_reference(record: Mapping[str, Any]) -> str:
+  """Why a reference cannot anchor sites ("" when it passes every gate): every site is
+  judged against the reference's gates and rubric outcomes."""
+  failed = [name for name, ok in dict(record.get("gates") or {}).items() if not ok]
+  if not failed:
+    return ""
+  return (f"its reference fails the {', '.join(failed)} gate (reward {reward_of(record)}):"
+          " a reference must pass every gate; under heavy CPU load the evaluator's "
+          "wall-clock deadlines do this (docs/environment.md)")
 
 
 def _bug_candidates(task: Any, reference: str, spec: Any, i: int) -> list[Site]:
