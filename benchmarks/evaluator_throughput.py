@@ -10,15 +10,20 @@ Apps: the reference apps of data/examples (5 rubrics each), repeated to `--apps`
 - naive: what public harnesses do: N processes, a fresh browser launch per app, a new
   page per rubric loaded with `set_content`, steps through Playwright's locator API
   (actionability checks), pass/fail only.
-- floor: one reused page loading an empty document, the cost no evaluator can go under.
-Prints apps/s for each and the ratio evaluator / naive (target >= 5x on 2 cores).
+- floor: N processes, each loading an empty document on one reused page (the evaluator's
+  own load), as many loads per app as the evaluator's plan has: the cost no evaluator can
+  go under.
+Prints apps/s of the evaluator and the floor at 1 and N workers, of the naive harness at
+N, and the ratios evaluator / naive (target >= 10x on 2 cores) and evaluator / floor
+(target >= 1/1.5).
 `--hang-locators none debugger` instead compares the warm evaluator's apps/s under each
 `EvalConfig.hang_locator` (rounds interleaved; these apps do not hang: the cost of being
 ready to locate a hang). `--backend ray` instead compares the warm apps/s of the process
 pool and of Ray actors (`RayPool`, on a local Ray instance) at the same number of workers,
-rounds interleaved (target: Ray within 15% of the pool). `--profile` instead runs one evaluator in this process and prints, per app, the calls to
-and events from the Playwright driver (each crosses Python, the driver and Chromium) and
-the CPU time of each process kind (Linux /proc; processes that exit meanwhile are missed).
+rounds interleaved (target: Ray within 15% of the pool). `--profile` instead runs one
+evaluator in this process, then the floor, and prints for each, per app, the calls to and
+events from the Playwright driver (each crosses Python, the driver and Chromium) and the
+CPU time of each process kind (Linux /proc; processes that exit meanwhile are missed).
 """
 
 from __future__ import annotations
@@ -26,24 +31,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import multiprocessing
 import os
 import pathlib
 import re
 import statistics
 import time
+from typing import Callable
 
 from rcca_jax.base.dsl import parse_check
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import browser
 from rcca_jax.evaluation import grader as grader_lib
 from rcca_jax.evaluation.config import HANG_LOCATORS, EvalConfig
-from rcca_jax.evaluation.evaluator import Evaluator
+from rcca_jax.evaluation.evaluator import Evaluator, plan_loads
 from rcca_jax.evaluation.page_session import PageSession
 from rcca_jax.evaluation.pool import Job, descendants
-from rcca_jax.evaluation.rubric_runner import RubricRunner, is_readonly
+from rcca_jax.evaluation.rubric_runner import RubricRunner
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "data" / "examples"
+EMPTY_DOCUMENT = "<!DOCTYPE html><html></html>"
 
 
 def _apps(n: int):
@@ -52,10 +60,8 @@ def _apps(n: int):
 
 
 def _loads_per_app(task) -> int:
-  """Page loads the evaluator needs: read-only initial rubrics share one load."""
-  shared = [r for r in task.rubrics if r.steps and r.kind == "initial" and is_readonly(r.steps)]
-  alone = [r for r in task.rubrics if r.steps and r not in shared]
-  return (1 if shared else 0) + len(alone)
+  """Page loads the evaluator needs (its plan, `evaluator.plan_loads`)."""
+  return len(plan_loads(task, EvalConfig()))
 
 
 # -- naive harness ---------------------------------------------------------------------
@@ -213,20 +219,34 @@ def backend_cost(apps, workers: int, rounds: int) -> None:
         f"ray / pool {remote / pool:.3f} (target >= 0.85)")
 
 
-def empty_page_floor(n: int = 40) -> float:
-  """Seconds per load of an empty document on one reused page."""
+def _floor_worker(n: int, barrier, out) -> None:
   async def go():
     s = PageSession(EvalConfig())
     await s.start()
     try:
-      await s.load("<!DOCTYPE html><html></html>")
+      await s.load(EMPTY_DOCUMENT)
+      barrier.wait()
       start = time.monotonic()
       for _ in range(n):
-        await s.load("<!DOCTYPE html><html></html>")
-      return (time.monotonic() - start) / n
+        await s.load(EMPTY_DOCUMENT)
+      return start, time.monotonic()
     finally:
       await s.close()
-  return asyncio.run(go())
+  out.put(asyncio.run(go()))
+
+
+def empty_page_floor(workers: int, n: int = 40) -> float:
+  """Empty-document loads per second of `workers` processes, each loading on one reused
+  page, all at once (CLOCK_MONOTONIC is system-wide: first start to last end)."""
+  ctx = multiprocessing.get_context("spawn")
+  barrier, out = ctx.Barrier(workers), ctx.Queue()
+  procs = [ctx.Process(target=_floor_worker, args=(n, barrier, out)) for _ in range(workers)]
+  for p in procs:
+    p.start()
+  spans = [out.get(timeout=300) for _ in procs]
+  for p in procs:
+    p.join()
+  return workers * n / (max(e for _, e in spans) - min(s for s, _ in spans))
 
 
 def click_cost(n: int = 20) -> tuple[float, float]:
@@ -292,8 +312,9 @@ def _cpu_seconds_by_process() -> collections.Counter:
   return out
 
 
-def profile(apps) -> None:
-  """One in-process evaluator: driver calls, driver events and CPU, all per app."""
+@contextlib.contextmanager
+def _counting_driver_messages():
+  """Counts calls to and events from the Playwright driver (in this process) meanwhile."""
   from playwright._impl import connection  # pylint: disable=import-outside-toplevel
   calls: collections.Counter = collections.Counter()
   events: collections.Counter = collections.Counter()
@@ -312,30 +333,53 @@ def profile(apps) -> None:
       events[message.get("params", {}).get("method", name) if name == "event" else name] += 1
     return dispatch(self, message)
 
+  connection.Connection.send_message_to_server = counting_send
+  connection.Connection.dispatch = counting_dispatch
+  try:
+    yield calls, events
+  finally:
+    connection.Connection.send_message_to_server = send
+    connection.Connection.dispatch = dispatch
+
+
+def _measured(run: Callable[[], None], n: int, what: str) -> None:
+  """Runs `run` (n apps) and prints, per app: time, driver calls and events, CPU by process."""
+  with _counting_driver_messages() as (calls, events):
+    cpu_before, start = _cpu_seconds_by_process(), time.monotonic()
+    run()
+    seconds, cpu = time.monotonic() - start, _cpu_seconds_by_process()
+  cpu.subtract(cpu_before)
+  print(f"{what}: {seconds / n * 1000:.0f} ms per app, {sum(calls.values()) / n:.1f} driver "
+        f"calls and {sum(events.values()) / n:.1f} driver events per app")
+  print("  calls per app : " + ", ".join(f"{k} {v / n:.2f}" for k, v in calls.most_common()))
+  print("  events per app: " + ", ".join(f"{k} {v / n:.2f}" for k, v in events.most_common()))
+  print(f"  CPU ms per app: {sum(cpu.values()) / n * 1000:.0f} = " + ", ".join(
+      f"{k} {v / n * 1000:.0f}" for k, v in cpu.most_common() if v > 0))
+
+
+def profile(apps) -> None:
+  """In this process, one evaluator, then the floor (as many empty loads per app as the
+  evaluator's plan has): driver calls, driver events and CPU, all per app."""
   jobs = [(t, f"```html\n{t.reference}\n```") for t in apps]
   ev = Evaluator(EvalConfig())
   try:
     for task, response in jobs[:2]:  # warm: browser, first loads
       ev.evaluate(task, response, 0)
-    connection.Connection.send_message_to_server = counting_send
-    connection.Connection.dispatch = counting_dispatch
-    cpu_before, start = _cpu_seconds_by_process(), time.monotonic()
-    for i, (task, response) in enumerate(jobs):
-      ev.evaluate(task, response, i)
-    seconds, cpu = time.monotonic() - start, _cpu_seconds_by_process()
+    _measured(lambda: [ev.evaluate(t, r, i) for i, (t, r) in enumerate(jobs)], len(apps),
+              "profile, one in-process evaluator")
   finally:
-    connection.Connection.send_message_to_server = send
-    connection.Connection.dispatch = dispatch
     ev.close()
-  n = len(apps)
-  cpu.subtract(cpu_before)
-  print(f"profile, one in-process evaluator: {seconds / n * 1000:.0f} ms per app, "
-        f"{sum(calls.values()) / n:.1f} driver calls and {sum(events.values()) / n:.1f} driver "
-        f"events per app")
-  print("calls per app : " + ", ".join(f"{k} {v / n:.2f}" for k, v in calls.most_common()))
-  print("events per app: " + ", ".join(f"{k} {v / n:.2f}" for k, v in events.most_common()))
-  print(f"CPU ms per app: {sum(cpu.values()) / n * 1000:.0f} = " + ", ".join(
-      f"{k} {v / n * 1000:.0f}" for k, v in cpu.most_common() if v > 0))
+  loads = sum(_loads_per_app(t) for t in apps)
+  loop, session = asyncio.new_event_loop(), PageSession(EvalConfig())
+  try:
+    loop.run_until_complete(session.start())
+    loop.run_until_complete(session.load(EMPTY_DOCUMENT))  # warm
+    _measured(lambda: [loop.run_until_complete(session.load(EMPTY_DOCUMENT))
+                       for _ in range(loads)], len(apps),
+              f"profile, floor ({loads / len(apps):.1f} empty loads per app)")
+  finally:
+    loop.run_until_complete(session.close())
+    loop.close()
 
 
 def main() -> None:
@@ -366,25 +410,34 @@ def main() -> None:
   rubrics = sum(len(t.rubrics) for t in apps) / len(apps)
   loads = sum(_loads_per_app(t) for t in apps) / len(apps)
   checked = sum(sum(1 for r in t.rubrics if r.steps) for t in apps)
-  print(f"{len(apps)} apps, {rubrics:.1f} rubrics per app, {args.workers} workers, "
-        f"{multiprocessing.cpu_count()} CPUs")
-
-  floor = empty_page_floor()
+  print(f"{len(apps)} apps, {rubrics:.1f} rubrics per app, {loads:.1f} loads per app, "
+        f"{args.workers} workers, {multiprocessing.cpu_count()} CPUs")
+  counts = sorted({1, args.workers})
+  floor = {w: empty_page_floor(w) for w in counts}
   pw_click, ev_click = click_cost()
-  ev_s, ev_cold_s, records = evaluator(apps, args.workers)
+  runs = {w: evaluator(apps, w) for w in counts}
   nv_s, nv_passed = naive(apps, args.workers)
+  ev_s, ev_cold_s, records = runs[args.workers]
   ev_passed = sum(sum(r["passed"] is True for r in rec["rubrics"]) for rec in records)
   ev_rate, nv_rate = len(apps) / ev_s, len(apps) / nv_s
-  print(f"empty page (floor): {floor * 1000:.1f} ms per load on a reused page -> at most "
-        f"{args.workers / (floor * loads):.1f} apps/s at the evaluator's {loads:.1f} loads per "
-        f"app ({args.workers / (floor * rubrics):.1f} apps/s at one load per rubric)")
+  for w in counts:
+    print(f"empty page (floor), {w} worker(s): {floor[w]:.1f} loads/s -> at most "
+          f"{floor[w] / loads:.1f} apps/s at the evaluator's {loads:.1f} loads per app "
+          f"({floor[w] / rubrics:.1f} apps/s at one load per rubric)")
+  print(f"  (1-worker floor times {args.workers}, as this benchmark printed before it measured "
+        f"{args.workers} workers: {floor[1] * args.workers / loads:.1f} apps/s)")
   print(f"click on a fresh page: Playwright page.click {pw_click * 1000:.1f} ms, evaluator "
         f"{ev_click * 1000:.1f} ms (incl. a settle frame)")
-  print(f"evaluator : {ev_rate:6.2f} apps/s ({ev_s:.1f}s warm; {len(apps) / ev_cold_s:.2f} apps/s "
-        f"including start-up), rubrics passed {ev_passed}/{checked}")
+  for w in counts:
+    seconds, cold, _ = runs[w]
+    print(f"evaluator, {w} worker(s): {len(apps) / seconds:6.2f} apps/s ({seconds:.1f}s warm; "
+          f"{len(apps) / cold:.2f} apps/s including start-up), {len(apps) / seconds * loads / floor[w]:.2f}"
+          f" of the floor at {w} worker(s)")
+  print(f"evaluator : {ev_rate:6.2f} apps/s, rubrics passed {ev_passed}/{checked}")
   print(f"naive     : {nv_rate:6.2f} apps/s ({nv_s:.1f}s), rubrics passed "
         f"{sum(nv_passed)}/{checked}")
-  print(f"ratio evaluator / naive: {ev_rate / nv_rate:.1f}x (target >= 5x)")
+  print(f"ratio evaluator / naive: {ev_rate / nv_rate:.1f}x (target >= 10x); evaluator / floor "
+        f"at {args.workers} workers: {ev_rate * loads / floor[args.workers]:.2f} (target >= 0.67)")
 
 
 if __name__ == "__main__":

@@ -183,6 +183,29 @@ class ExamplesTest(parameterized.TestCase):
     self.assertEqual(record["reward"], 1.0)
     self.assertEqual(record["issues"][-1]["evidence"]["console"], ["careful"])
 
+  def test_hang_in_a_shared_load_gives_the_next_rubric_a_fresh_one(self):
+    # The style probe (appended to the body, then removed) sets off the app's observer,
+    # which loops; the click handler changes only #out.
+    task = tasks_lib.parse_task({
+        "id": "h", "request": "a button",
+        "rubrics": [
+            {"id": "r1", "kind": "initial", "level": "rendering", "text": "red",
+             "check": 'expect style "#b" color == "red"'},
+            {"id": "r2", "kind": "initial", "level": "core", "text": "a button",
+             "check": 'expect exists "#b"'},
+            {"id": "r3", "kind": "dynamic", "level": "core", "text": "says hi",
+             "check": 'click "#b"; expect text "#out" == "hi"'}]})
+    response = ('```html\n<button id="b">b</button><p id="out"></p><script>'
+                'document.getElementById("b").onclick = () => { '
+                'document.getElementById("out").textContent = "hi"; };'
+                'new MutationObserver(() => { for (;;) {} }).observe(document.body, '
+                '{childList: true});</script>\n```')
+    record = self.ev.evaluate(task, response, 0).to_json()
+    r1, r2, r3 = record["rubrics"]
+    self.assertEqual((r1["passed"], r1["severity"]), (False, "critical"))
+    self.assertEqual(r2["detail"], "not run: the page hung")
+    self.assertIs(r3["passed"], True, record)
+
   def test_context_recycling_keeps_results(self):
     ev = evaluator_lib.Evaluator(EvalConfig(recycle_context_after=2))
     try:
@@ -196,6 +219,26 @@ class ExamplesTest(parameterized.TestCase):
     self.assertEqual(rewards, [1.0] * 4)
     self.assertEqual(contexts[0], contexts[1])
     self.assertNotEqual(contexts[1], contexts[2])  # a new context after 2 apps
+
+
+class PlanLoadsTest(absltest.TestCase):
+
+  def test_read_only_initial_rubrics_share_the_first_other_rubrics_load(self):
+    task = TASKS["counter-0001"]  # initial, dynamic, dynamic, initial, dynamic
+    plan = [[r.id for r in group] for group in evaluator_lib.plan_loads(task, EvalConfig())]
+    ids = [r.id for r in task.rubrics]
+    self.assertEqual(plan, [[ids[0], ids[3], ids[1]], [ids[2]], [ids[4]]])
+    alone = evaluator_lib.plan_loads(task, EvalConfig(share_readonly_loads=False))
+    self.assertEqual([[r.id for r in group] for group in alone], [[i] for i in ids])
+
+  def test_only_initial_rubrics_make_one_load(self):
+    plan = evaluator_lib.plan_loads(COUNTER_TASK, EvalConfig())
+    self.assertEqual([[r.id for r in group] for group in plan], [["r2", "r1"]])
+    only = tasks_lib.parse_task({"id": "o", "request": "x", "rubrics": [
+        {"id": "a", "kind": "initial", "level": "core", "text": "a", "check": 'expect exists "a"'},
+        {"id": "b", "kind": "initial", "level": "core", "text": "b"}]})
+    self.assertEqual([[r.id for r in g] for g in evaluator_lib.plan_loads(only, EvalConfig())],
+                     [["a"]])
 
 
 class StaticRecordTest(absltest.TestCase):

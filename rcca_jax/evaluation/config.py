@@ -27,6 +27,7 @@ class EvalConfig:
   prompt_answer: str = ""            # what window.prompt() returns
   accept_confirm: bool = True        # what window.confirm() returns
   share_readonly_loads: bool = True  # initial rubrics made only of expectations share a load
+                                     # (the first other rubric's, before it runs)
   gate_on_interaction_errors: bool = True  # exceptions in rubric paths fail the runtime gate
   hang_locator: str = "replay"       # where a hung script loops: see hang_locator.py
   hang_probe_timeout: float = 1.0    # deadline of the replay that locates a hang

@@ -10,6 +10,7 @@ Everything the browser reports in document coordinates is mapped to response off
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import json
 import os
@@ -179,6 +180,23 @@ class _Mapper:
     return out
 
 
+def shares_load(rubric, config: EvalConfig) -> bool:
+  """Whether the rubric only reads the initial page, so it runs on a shared load."""
+  return bool(config.share_readonly_loads and rubric.kind == "initial" and rubric.steps
+              and rubric_runner.is_readonly(rubric.steps))
+
+
+def plan_loads(task, config: EvalConfig) -> list[list[Any]]:
+  """Groups the checkable rubrics into page loads: every other rubric gets a load of its
+  own; the read-only initial ones share one, before the first other rubric on its load
+  (they only read, so it still starts from the page as loaded)."""
+  shared = [r for r in task.rubrics if r.steps and shares_load(r, config)]
+  alone = [[r] for r in task.rubrics if r.steps and not shares_load(r, config)]
+  if not shared:
+    return alone
+  return [shared + (alone[0] if alone else [])] + alone[1:]
+
+
 class Evaluator:
   """Evaluates responses one at a time in one browser (one per worker process)."""
 
@@ -244,19 +262,6 @@ class Evaluator:
                         st.issues + issues, self.config, timing=timing)
 
   # -- browser stages ----------------------------------------------------------------
-  def _plan(self, task) -> list[list[Any]]:
-    """Groups checkable rubrics into loads: read-only initial ones share one load."""
-    shared, alone = [], []
-    for r in task.rubrics:
-      if not r.steps:
-        continue
-      if (self.config.share_readonly_loads and r.kind == "initial"
-          and rubric_runner.is_readonly(r.steps)):
-        shared.append(r)
-      else:
-        alone.append([r])
-    return ([shared] if shared else []) + alone
-
   async def _browser_stages(self, task, st: StaticResult, session: PageSession):
     """Runtime gate and rubric checks; returns (runtime_ok, rubric results, issues)."""
     mapper = _Mapper(st)
@@ -266,8 +271,10 @@ class Evaluator:
     results: dict[str, RubricResult] = {}
     runtime_ok, hangs = True, 0
     selectors = sorted({s.selector for r in task.rubrics for s in r.steps or () if s.selector})
-    groups = self._plan(task) or [[]]
-    for gi, group in enumerate(groups):
+    groups = collections.deque(plan_loads(task, self.config) or [[]])
+    gi = -1
+    while groups:
+      group, gi = groups.popleft(), gi + 1
       if hangs >= _MAX_HANGS:
         for r in group:
           results[r.id] = RubricResult(r.id, False, "critical", "not run: the page hung "
@@ -311,7 +318,11 @@ class Evaluator:
             issues.append(Issue("runtime", f"uncaught exception during rubric {r.id}: "
                                 f"{exc.message}", direct=direct, evidence=evidence))
         if run.hang and r is not group[-1]:
-          break  # the page was terminated: the rest of the group needs a fresh load
+          # The page was terminated: the other shared rubrics are not run; the one that
+          # shared their load gets a fresh one, as it would have alone.
+          if not shares_load(group[-1], self.config):
+            groups.appendleft([group[-1]])
+          break
     issues.extend(_contained_behaviour_issues(logs))
     ordered = [results.get(r.id) or self._unchecked(r) for r in task.rubrics]
     return runtime_ok, ordered, issues
