@@ -95,14 +95,14 @@ def mutants(response: str, *, seed: int = 0, per_operator: int | None = None,
 def _apply(response: str, ext: Extraction, op: str, site: _Site) -> Mutant | None:
   edits = []
   for start, end, text in ((site.start, site.end, site.replacement), *site.also):
-    span = _response_span(ext, start, end)
+    span = response_span(ext, start, end)
     if span is None:
       return None
     edits.append((span[0], span[1], text))
   if len({(s, e) for s, e, _ in edits}) != len(edits):
     return None
   bug = site.bug or (site.start, site.start + len(site.replacement))
-  anchor = _response_span(ext, bug[0], bug[0]) if site.bug else None
+  anchor = response_span(ext, bug[0], bug[0]) if site.bug else None
   out = response
   for s, e, text in sorted(edits, reverse=True):
     out = out[:s] + text + out[e:]
@@ -115,7 +115,7 @@ def _apply(response: str, ext: Extraction, op: str, site: _Site) -> Mutant | Non
   return Mutant(op, out, (s, s + len(site.replacement)), site.description)
 
 
-def _response_span(ext: Extraction, start: int, end: int) -> tuple[int, int] | None:
+def response_span(ext: Extraction, start: int, end: int) -> tuple[int, int] | None:
   """The one response span of an app span (a position for an empty one), or None."""
   if end == start:
     pos = ext.to_response(start)

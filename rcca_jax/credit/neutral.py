@@ -28,9 +28,9 @@ import re
 from collections.abc import Iterator, Sequence
 
 from rcca_jax.base.js_index import FUNCTION_TYPES
-from rcca_jax.credit.mutations import walk
+from rcca_jax.credit.mutations import response_span, walk
 from rcca_jax.credit.sites import Site
-from rcca_jax.evaluation.extract import Extraction, extract_app
+from rcca_jax.evaluation.extract import extract_app
 from rcca_jax.evaluation.source import CodeBlock, ParsedApp, parse_app
 
 KINDS = ("statement_form", "declaration", "equality", "element_text", "style_value",
@@ -73,7 +73,7 @@ def rewrites(response: str, *, protected: Sequence[str] = (),
   out = []
   for kind in kinds:
     for start, end, text, description in _FINDERS[kind](app, protected):
-      span = _response_span(ext, start, end)
+      span = response_span(ext, start, end)
       if span is None or ext.html[start:end] == text:
         continue
       out.append(Site(name=f"{kind}@{span[0]}", kind="neutral", start=span[0], end=span[1],
@@ -288,17 +288,6 @@ def _script_nodes(app: ParsedApp) -> Iterator[tuple[CodeBlock, object]]:
     if block.kind == "script":
       for node in walk(block.tree.root_node):
         yield block, node
-
-
-def _response_span(ext: Extraction, start: int, end: int) -> tuple[int, int] | None:
-  """The one response span of an app span (a position for an empty one), or None."""
-  if end == start:
-    pos = ext.to_response(start)
-    return None if pos is None else (pos, pos)
-  spans = ext.span_to_response(start, end)
-  if len(spans) != 1 or spans[0][1] - spans[0][0] != end - start:
-    return None
-  return spans[0]
 
 
 _FINDERS = {

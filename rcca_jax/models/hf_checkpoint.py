@@ -271,7 +271,31 @@ def layer_to_hf(cfg: LingConfig, kind: tuple[str, str], params: Mapping[Path, np
 # ---- whole model --------------------------------------------------------------
 
 
-def _flat_state(model: nnx.Module) -> dict[Path, Any]:
+def check_fill(flat: dict[Path, Any], values: dict[Path, Any], *, unknown: list[str],
+               missing: list[str], source: str) -> None:
+  """Raises ValueError listing what keeps checkpoint `values` from filling the model's
+  parameters `flat`: unknown and missing tensors, parameters without a tensor (when
+  none is reported missing), and tensors without a parameter or of the wrong shape."""
+  problems = []
+  if unknown:
+    problems.append(f"unknown tensors ({len(unknown)}): {', '.join(unknown[:40])}")
+  if missing:
+    problems.append(f"missing tensors ({len(missing)}): {'; '.join(missing[:40])}")
+  not_filled = sorted(set(flat) - set(values))
+  if not_filled and not missing:
+    problems.append("parameters without a tensor: "
+                    + ", ".join(".".join(p) for p in not_filled[:40]))
+  for path, value in values.items():
+    if path not in flat:
+      problems.append(f"no parameter for {'.'.join(path)}")
+    elif tuple(value.shape) != tuple(flat[path].shape):
+      problems.append(f"{'.'.join(path)}: checkpoint shape {tuple(value.shape)} "
+                      f"!= model shape {tuple(flat[path].shape)}")
+  if problems:
+    raise ValueError(f"{source}: checkpoint does not match the config: " + " | ".join(problems))
+
+
+def flat_state(model: nnx.Module) -> dict[Path, Any]:
   return {tuple(str(p) for p in path): var
           for path, var in nnx.to_flat_state(nnx.state(model, nnx.Param))}
 
@@ -324,25 +348,8 @@ def load_hf_tensors(model: nnx.Module, tensors: dict[str, np.ndarray], *, source
     if all(s is not None for s in stack):
       values[key] = np.stack(stack)
 
-  flat = _flat_state(model)
-  problems = []
-  if tensors:
-    problems.append(f"unknown tensors ({len(tensors)}): {', '.join(sorted(tensors)[:40])}")
-  if missing:
-    problems.append(f"missing tensors ({len(missing)}): {'; '.join(missing[:40])}")
-  not_filled = sorted(set(flat) - set(values))
-  if not_filled and not missing:
-    problems.append("parameters without a tensor: "
-                    + ", ".join(".".join(p) for p in not_filled[:40]))
-  for path, value in values.items():
-    if path not in flat:
-      problems.append(f"no parameter for {'.'.join(path)}")
-    elif tuple(value.shape) != tuple(flat[path].shape):
-      problems.append(f"{'.'.join(path)}: checkpoint shape {tuple(value.shape)} "
-                      f"!= model shape {tuple(flat[path].shape)}")
-  if problems:
-    raise ValueError(f"{source}: checkpoint does not match the config: " + " | ".join(problems))
-
+  flat = flat_state(model)
+  check_fill(flat, values, unknown=sorted(tensors), missing=missing, source=source)
   for path, var in flat.items():
     var.set_value(jnp.asarray(values[path], dtype=var.dtype))
 

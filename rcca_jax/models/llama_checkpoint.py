@@ -85,25 +85,8 @@ def load_params(model: LlamaForCausalLM, values: dict[Path, np.ndarray], *,
                 missing: list[str], unknown: list[str], source: str) -> None:
   """Fills `model` (possibly abstract) from {param path: array}; raises ValueError
   listing unknown, missing and mis-shaped tensors."""
-  flat = {tuple(str(p) for p in path): var
-          for path, var in nnx.to_flat_state(nnx.state(model, nnx.Param))}
-  problems = []
-  if unknown:
-    problems.append(f"unknown tensors ({len(unknown)}): {', '.join(unknown[:40])}")
-  if missing:
-    problems.append(f"missing tensors ({len(missing)}): {'; '.join(missing[:40])}")
-  for path, value in values.items():
-    if path not in flat:
-      problems.append(f"no parameter for {'.'.join(path)}")
-    elif tuple(value.shape) != tuple(flat[path].shape):
-      problems.append(f"{'.'.join(path)}: checkpoint shape {tuple(value.shape)} "
-                      f"!= model shape {tuple(flat[path].shape)}")
-  not_filled = sorted(set(flat) - set(values))
-  if not_filled and not missing:
-    problems.append("parameters without a tensor: "
-                    + ", ".join(".".join(p) for p in not_filled[:40]))
-  if problems:
-    raise ValueError(f"{source}: checkpoint does not match the config: " + " | ".join(problems))
+  flat = hf_checkpoint.flat_state(model)
+  hf_checkpoint.check_fill(flat, values, unknown=unknown, missing=missing, source=source)
   for path, var in flat.items():
     var.set_value(jnp.asarray(values[path], dtype=var.dtype))
 
