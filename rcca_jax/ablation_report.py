@@ -364,7 +364,7 @@ def _exact_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
   return out
 
 
-def _fmt(x: Optional[float], digits: int = 3) -> str:
+def fmt(x: Optional[float], digits: int = 3) -> str:
   return "–" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
 
 
@@ -372,7 +372,7 @@ def _paired_cell(test: Optional[Mapping[str, Any]]) -> str:
   if not test:
     return "–"
   lo, hi = test["interval"]
-  return f"{test['mean']:+.3f} [{_fmt(lo)}, {_fmt(hi)}], p={_fmt(test['p'])}"
+  return f"{test['mean']:+.3f} [{fmt(lo)}, {fmt(hi)}], p={fmt(test['p'])}"
 
 
 def exact_markdown(comp: Mapping[str, Any]) -> list[str]:
@@ -394,13 +394,13 @@ def exact_markdown(comp: Mapping[str, Any]) -> list[str]:
                   ", ".join("never" if x is None else str(x) for x in steps))
     site = c.get("site_test")
     site_text = ("–" if not site else f"{site['mean']:+.3f} ({site['units']} units, "
-                 f"{site['seeds']} seeds), p={_fmt(site['p'])}")
+                 f"{site['seeds']} seeds), p={fmt(site['p'])}")
     lines.append(
-        f"| {arm} | {_fmt(c.get('post_sft_bug_prob_mean'))} | "
-        f"{_fmt(c.get('final_bug_prob_mean'))} | {_fmt(c.get('auc_bug_prob_mean'))} | "
+        f"| {arm} | {fmt(c.get('post_sft_bug_prob_mean'))} | "
+        f"{fmt(c.get('final_bug_prob_mean'))} | {fmt(c.get('auc_bug_prob_mean'))} | "
         f"{_paired_cell(c.get('paired_auc_bug_prob_mean'))} | {steps_text} | {site_text} | "
-        f"{_fmt(c.get('post_sft_pass_at_1'))} | {_fmt(c.get('final_pass_at_1'))} | "
-        f"{_fmt(c.get('auc_pass_at_1'))} | {_paired_cell(c.get('paired_auc_pass_at_1'))} |")
+        f"{fmt(c.get('post_sft_pass_at_1'))} | {fmt(c.get('final_pass_at_1'))} | "
+        f"{fmt(c.get('auc_pass_at_1'))} | {_paired_cell(c.get('paired_auc_pass_at_1'))} |")
   lines += ["", "Site-level test: units are (seed, task, bug site); difference = the unit's "
             "AUC of p_bug, arm − baseline; sign flips per unit, statistic stratified by "
             f"seed (mean of per-seed means); exact up to {EXACT_MAX} units, else Monte "
@@ -418,9 +418,9 @@ def markdown(summary: Mapping[str, Any]) -> str:
     reached = c.get("steps_to_baseline_final")
     steps = ("–" if reached is None else ", ".join("never" if s is None else str(s)
                                                   for s in reached))
-    lines.append(f"| {arm} | {c['seeds']} | {_fmt(c['post_sft_pass_rate'])} | "
-                 f"{_fmt(c['final_pass_rate'])} | {_fmt(c['gain'])} [{_fmt(lo)}, "
-                 f"{_fmt(hi)}] | {_fmt(c['final_reward_mean'])} | {steps} |")
+    lines.append(f"| {arm} | {c['seeds']} | {fmt(c['post_sft_pass_rate'])} | "
+                 f"{fmt(c['final_pass_rate'])} | {fmt(c['gain'])} [{fmt(lo)}, "
+                 f"{fmt(hi)}] | {fmt(c['final_reward_mean'])} | {steps} |")
   paired = [(a, c) for a, c in comp.items() if "paired_pass_rate_diff" in c]
   if paired:
     lines += ["", f"Paired differences against `{BASELINE}` (same seed, final evaluation; "
@@ -430,9 +430,9 @@ def markdown(summary: Mapping[str, Any]) -> str:
       plo, phi = c["paired_pass_rate_diff_interval"]
       rlo, rhi = c["paired_reward_mean_diff_interval"]
       per_seed = ", ".join(f"{d:+.3f}" for d in c["paired_pass_rate_diff_per_seed"])
-      lines.append(f"| {arm} | {c['paired_pass_rate_diff']:+.3f} [{_fmt(plo)}, {_fmt(phi)}]"
+      lines.append(f"| {arm} | {c['paired_pass_rate_diff']:+.3f} [{fmt(plo)}, {fmt(phi)}]"
                    f" | {per_seed} | {c['paired_reward_mean_diff']:+.3f} "
-                   f"[{_fmt(rlo)}, {_fmt(rhi)}] |")
+                   f"[{fmt(rlo)}, {fmt(rhi)}] |")
   lines += exact_markdown(comp)
   timing = summary.get("timing", {})
   if timing:
@@ -440,8 +440,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
               "| arm | sample | evaluate | train | step | cache hits |",
               "|---|---|---|---|---|---|"]
     for arm, t in timing.items():
-      lines.append(f"| {arm} | " + " | ".join(_fmt(t.get(k), 1) for k in TIMING[:-1])
-                   + f" | {_fmt(t.get('cache_hit_rate'), 2)} |")
+      lines.append(f"| {arm} | " + " | ".join(fmt(t.get(k), 1) for k in TIMING[:-1])
+                   + f" | {fmt(t.get('cache_hit_rate'), 2)} |")
   diag_keys = ("zero_advantage_groups", "blamed_token_share", "bug_rate",
                "bug_direct_recall", "bug_any_recall", "entropy", "clip_low", "clip_high")
   arms = summary.get("arms", {})
@@ -453,7 +453,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
       vals = []
       for k in diag_keys:
         xs = [r["rl"][k] for r in runs if k in r.get("rl", {})]
-        vals.append(_fmt(float(np.mean(xs)) if xs else None))
+        vals.append(fmt(float(np.mean(xs)) if xs else None))
       lines.append(f"| {arm} | " + " | ".join(vals) + " |")
   if summary.get("tasks"):
     lines += ["", "Greedy dev outcome per task, over seeds (passed / seeds; how often it "

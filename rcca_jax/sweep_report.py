@@ -15,11 +15,8 @@ import numpy as np
 
 from rcca_jax import ablation_report
 
+fmt = ablation_report.fmt
 KEY = "bug_prob_mean"  # the primary metric: AUC of mean p_bug, lower is better
-
-
-def fmt(x: Optional[float]) -> str:
-  return "–" if x is None or not np.isfinite(x) else f"{x:.3f}"
 
 
 def mean_band(runs, key: str) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
