@@ -62,6 +62,7 @@ from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step
 from rcca_jax.train import configs
+from rcca_jax.train import sections
 from rcca_jax.train import rollouts as rollouts_lib
 
 PARTS = ("neg_unblamed", "neg_blamed", "pos_unblamed", "pos_blamed")
@@ -180,8 +181,8 @@ class Arm:
 
 def arm(config: Any, name: str) -> Arm:
   c = ablation.arm_config(config, 0, name)
-  credit = configs.credit_config(c)
-  loss = configs.loss_config(c)
+  job = sections.job_config(c)
+  credit, loss = job.credit, configs.loss_config(job)
   if loss.kl_beta:
     raise ValueError(f"arm {name}: rl.loss.kl_beta > 0 is not measured here (no reference)")
   return Arm(name, loss, credit.weights(), credit.blame)
@@ -198,8 +199,8 @@ class Gradients:
     objective = train_step.PolicyObjective(loss, self.trainer.config.rl.group_size)
     if loss not in self._fns:
       self._fns[loss] = jax.jit(train_step.make_gradient_fn(
-          self.trainer.fmodel, objective, self.trainer.config.get("micro_batches", 1),
-          logits_chunk=self.trainer.config.get("logits_chunk", 0)))
+          self.trainer.fmodel, objective, self.trainer.job.micro_batches,
+          logits_chunk=self.trainer.job.logits_chunk))
     _, grads, _, _ = self._fns[loss](self.params, self.model_state,
                                      train_step.numpy_batch(batch, objective.keys))
     return grads
@@ -363,7 +364,8 @@ def main(argv: Sequence[str]) -> None:
   checkpoint = f.checkpoint
   if not checkpoint or not os.path.isdir(checkpoint):
     raise app.UsageError(f"--checkpoint={checkpoint!r} is not a checkpoint directory")
-  if config.data.get("setting", "natural") == "controlled" and not config.data.controlled.path:
+  if (sections.value(config, "data.setting") == "controlled"
+      and not sections.value(config, "data.controlled.path")):
     config.data.controlled.path = find_tasks(checkpoint)
   names = [n.strip() for n in f.arms.split(",") if n.strip()]
   unknown = [n for n in names if n not in config.arms]

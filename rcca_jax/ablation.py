@@ -35,6 +35,7 @@ from absl import logging
 import ml_collections
 from ml_collections import config_flags
 
+from rcca_jax.train import sections
 from rcca_jax.train.run_log import read_rows
 
 
@@ -156,10 +157,11 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int) -> dict[str
   from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
   os.makedirs(workdir, exist_ok=True)
   config = copy.deepcopy(config)
-  if config.data.get("setting", "natural") == "controlled" and not config.data.controlled.path:
+  if (sections.value(config, "data.setting") == "controlled"
+      and not sections.value(config, "data.controlled.path")):
     config.data.controlled.path = os.path.join(os.path.abspath(workdir),
                                                "controlled_tasks.jsonl")
-  if not config.eval.get("grading_cache"):
+  if not sections.value(config, "eval.grading_cache"):
     config.eval.grading_cache = os.path.join(os.path.abspath(workdir), "grading_cache")
   arms = check_configs(config, seeds)
   walls = _load_walls(workdir)

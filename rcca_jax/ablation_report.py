@@ -27,6 +27,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from rcca_jax.train import sections
 from rcca_jax.train.run_log import read_rows
 
 BASELINE = "grpo"
@@ -63,7 +64,7 @@ def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
   """The summary of whatever runs of `workdir` have results so far."""
   out: dict[str, Any] = {"arms": {}, "timing": {}}
   if config is not None:
-    out["setting"] = config.data.get("setting", "natural")
+    out["setting"] = sections.value(config, "data.setting")
     out["config"] = json.loads(config.to_json_best_effort())
   for arm in arms:
     runs, timing = [], {k: [] for k in TIMING}

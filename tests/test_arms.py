@@ -10,6 +10,7 @@ from experiments import tiny_natural
 from rcca_jax import ablation
 from rcca_jax.train import config_check
 from rcca_jax.train import configs
+from rcca_jax.train import sections
 
 ARMS = {  # arm -> (policy loss, blame, negative_unblamed, optimizer, aggregation, std)
     "rcca_focus": ("rcca", "evaluator", 0.0, "adamw", "seq-mean-token-mean", True),
@@ -32,7 +33,8 @@ class ArmsTest(parameterized.TestCase):
   @parameterized.parameters(*ARMS)
   def test_arm_sets_its_fields(self, name):
     c = ablation.arm_config(ablation_small.get_config(), 0, name)
-    loss, credit = configs.loss_config(c), configs.credit_config(c)
+    job = sections.job_config(c)
+    loss, credit = configs.loss_config(job), job.credit
     opt = configs.optimizer_config(c.rl.optimizer, c.rl.num_steps)
     self.assertEqual((loss.policy_loss, credit.blame, loss.rcca_negative_unblamed,
                       opt.name, loss.aggregation, loss.scale_advantages_by_std),
@@ -69,10 +71,12 @@ class CreditFieldsTest(absltest.TestCase):
 
   def test_negative_unblamed_reaches_the_loss_only(self):
     config = tiny_cpu.get_config()
-    self.assertEqual(configs.loss_config(config).rcca_negative_unblamed, 1.0)
+    job = sections.job_config(config)
+    self.assertEqual(configs.loss_config(job).rcca_negative_unblamed, 1.0)
     config.credit = ml_collections.ConfigDict(dict(negative_unblamed=0.25))
-    self.assertEqual(configs.loss_config(config).rcca_negative_unblamed, 0.25)
-    self.assertEqual(configs.credit_config(config).weights(),
+    job = sections.job_config(config)
+    self.assertEqual(configs.loss_config(job).rcca_negative_unblamed, 0.25)
+    self.assertEqual(job.credit.weights(),
                      {"direct": 3.0, "context": 1.5, "cap": 4.0})
 
   def test_trainer_takes_the_typed_section(self):

@@ -4,8 +4,9 @@
 starting with the field it is about; `check(...)` raises `ConfigError` with all of
 them. `python -m rcca_jax.main` prints them without a traceback and exits 2.
 
-Checked: unknown fields (at every level; sub-configs with a dataclass behind them take
-its field names), the mesh against the device count, that every batch splits over
+Checked: unknown fields (at every level, the schema derived from the typed sections of
+`train/sections.py`, whose defaults fill a field a config leaves out), missing required
+ones, the mesh against the device count, that every batch splits over
 micro-batches (and RL mini-batches) and then over the mesh's batch axis, loss /
 optimizer / credit / evaluator / model sections that their classes accept, the RL temperature
 rule, token budgets against `model.max_position_embeddings`, a usable KL reference,
@@ -40,56 +41,22 @@ from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import partitioning
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
+from rcca_jax.train import sections
 
 MODES = ("train", "eval", "plan")
 LONG_PROMPTS = ("refuse", "skip")
 
-# Known fields: a nested dict, a dataclass (its fields), or None (a leaf).
-# rcca_negative_unblamed comes from credit.negative_unblamed (one name per default).
-_LOSS_FIELDS = {f.name: None for f in dataclasses.fields(losses.LossConfig)
-                if f.name not in ("policy_loss", "rcca_negative_unblamed")}
-SCHEMA: dict[str, Any] = {
-    "seed": None,
-    "model": {"family": None, **{f.name: None for cls in (LingConfig, LlamaConfig)
-                                 for f in dataclasses.fields(cls)}},
-    "mesh": {a: None for a in mesh_lib.AXES},
-    "micro_batches": None, "logits_chunk": None, "init_from_hf": None,
-    "init_from_gguf": None,
-    "data": {"tokenizer": None, "train_tasks": None, "families": None,
-             "setting": None,
-             "controlled": {**{f.name: None for f in dataclasses.fields(
-                 controlled.ControlledSpec)}, "path": None}},
-    "credit": blame.CreditConfig,  # diagnostic weights, blame source, focused weights
-    "sft": {"num_steps": None, "batch_size": None, "max_len": None, "log_every": None,
-            "checkpoint_every": None, "per_family": None,
-            "optimizer": optim.OptimizerConfig},
-    "rl": {"num_steps": None, "policy_loss": None, "group_size": None,
-           "prompts_per_step": None, "temperature": None, "max_new_tokens": None,
-           "max_prompt_len": None, "long_prompts": None, "checkpoint_every": None,
-           "per_family": None, "num_iterations": None, "mini_batches": None,
-           "recompute_old_logprobs": None, "reference": None, "overlap_steps": None,
-           "optimizer": optim.OptimizerConfig, "loss": _LOSS_FIELDS},
-    "eval": {"enabled": None, "after_sft": None, "every_rl_steps": None, "tasks": None,
-             "per_family": None, "num_tasks": None, "samples_per_task": None,
-             "temperature": None, "max_new_tokens": None, "workers": None,
-             "num_reports": None, "evaluator": EvalConfig, "backend": None,
-             "ray_address": None, "grading_cache": None, "samples_per_request": None,
-             "collapse_margin": None},
-    "checkpoint": {"max_to_keep": None, "async_save": None, "keep_best": None},
-    # Read by `rcca_jax.ablation` only: arm name -> "FIELD=VALUE;..." overrides.
-    "arms": None, "ablation": {"arms": None, "bootstrap": None},
-    # Read by `rcca_jax.sweep` only: setting names to run, name -> overrides.
-    "sweep": {"settings": None}, "settings": None,
-}
+# Known fields: a nested dict, a dataclass (its fields), or None (a leaf), from the
+# job's typed sections (train/sections.py).
+SCHEMA: dict[str, Any] = {**sections.schema_of(sections.JobConfig), **sections.RUNNER_SECTIONS}
 SETTINGS = ("natural", "controlled")
-SAMPLES_PER_REQUEST = 8  # eval.samples_per_request when unset (sampled pass@1; 0: off)
-# Field -> (low, high, low open, high open, default) of a number that must lie in range.
+# Field -> (low, high, low open, high open) of a number that must lie in range.
 RANGES = {
-    "rl.loss.eps_low": (0.0, 1.0, True, True, 0.2),
-    "rl.loss.eps_high": (0.0, math.inf, True, True, 0.2),
-    "rl.loss.rcca_c": (0.0, math.inf, True, True, 1.2),
-    "rl.loss.rcca_positive_blamed": (0.0, math.inf, False, True, 1.0),
-    "eval.collapse_margin": (0.0, math.inf, False, True, 0.1),
+    "rl.loss.eps_low": (0.0, 1.0, True, True),
+    "rl.loss.eps_high": (0.0, math.inf, True, True),
+    "rl.loss.rcca_c": (0.0, math.inf, True, True),
+    "rl.loss.rcca_positive_blamed": (0.0, math.inf, False, True),
+    "eval.collapse_margin": (0.0, math.inf, False, True),
 }
 
 
@@ -136,25 +103,29 @@ def batch_axis(sizes: Mapping[str, int]) -> tuple[int, str]:
 
 
 class _Collector:
-  """Accumulates problems; `get` reads a dotted field (None when absent)."""
+  """Accumulates problems; `get` reads a dotted field (its `sections` default when
+  absent, else None)."""
 
   def __init__(self, config: Mapping[str, Any]):
     self.config = config
     self.problems: list[str] = []
 
-  def get(self, path: str, default: Any = None) -> Any:
+  def get(self, path: str) -> Any:
+    return sections.value(self.config, path)
+
+  def has(self, path: str) -> bool:
     node: Any = self.config
     for part in path.split("."):
       if not isinstance(node, Mapping) or part not in node:
-        return default
+        return False
       node = node[part]
-    return node
+    return True
 
   def add(self, message: str) -> None:
     self.problems.append(message)
 
-  def integer(self, path: str, minimum: int, default: Any = None) -> Optional[int]:
-    value = self.get(path, default)
+  def integer(self, path: str, minimum: int) -> Optional[int]:
+    value = self.get(path)
     if isinstance(value, bool) or not isinstance(value, int):
       self.add(f"{path}={value!r} must be an integer >= {minimum}")
       return None
@@ -167,14 +138,14 @@ class _Collector:
 def _check_sections(c: _Collector) -> None:
   """Sections that a class builds: what the class refuses, with the field name."""
   for path, build in (("rl.loss", lambda v: losses.LossConfig.from_mapping(
-                          {**v, "policy_loss": c.get("rl.policy_loss", "rcca")})),
+                          {**v, "policy_loss": c.get("rl.policy_loss")})),
                       ("credit", blame.CreditConfig.from_mapping),
                       ("sft.optimizer", optim.OptimizerConfig.from_mapping),
                       ("rl.optimizer", optim.OptimizerConfig.from_mapping),
                       ("eval.evaluator", EvalConfig.from_dict)):
-    value = c.get(path)
-    if value is None:
+    if not c.has(path):
       continue
+    value = c.get(path)
     schema = functools.reduce(lambda node, name: node[name], path.split("."), SCHEMA)
     known = (schema if isinstance(schema, dict)
              else {f.name: None for f in dataclasses.fields(schema)})
@@ -187,7 +158,7 @@ def _check_sections(c: _Collector) -> None:
       losses.get_policy_loss(c.get("rl.policy_loss"))
     except ValueError as e:
       c.add(f"rl.policy_loss: {e}")
-  setting = c.get("data.setting", "natural")
+  setting = c.get("data.setting")
   if setting not in SETTINGS:
     c.add(f"data.setting={setting!r}: expected one of {', '.join(SETTINGS)}")
   elif c.get("credit.blame") == "oracle" and setting != "controlled":
@@ -227,8 +198,8 @@ def _check_sections(c: _Collector) -> None:
 def _check_ranges(c: _Collector) -> None:
   """`RANGES`, and the weight cap at least the direct weight."""
   values = {}
-  for path, (low, high, low_open, high_open, default) in RANGES.items():
-    value = c.get(path, default)
+  for path, (low, high, low_open, high_open) in RANGES.items():
+    value = c.get(path)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
       c.add(f"{path}={value!r} must be a number")
       continue
@@ -255,7 +226,7 @@ def _check_batches(c: _Collector, num_devices: int) -> None:
     c.add(f"mesh: {e}")
     return
   ways, names = batch_axis(sizes)
-  micro = c.integer("micro_batches", 1, 1)
+  micro = c.integer("micro_batches", 1)
   if micro is None:
     return
   per = f"the {ways}-way batch axis ({names})"
@@ -266,7 +237,7 @@ def _check_batches(c: _Collector, num_devices: int) -> None:
           + (f" = {micro * ways}" if micro > 1 else ""))
   prompts = c.integer("rl.prompts_per_step", 1)
   group = c.integer("rl.group_size", 1)
-  minis = c.integer("rl.mini_batches", 1, 1)
+  minis = c.integer("rl.mini_batches", 1)
   if None in (prompts, group, minis):
     return
   if prompts % minis:
@@ -283,21 +254,21 @@ def _check_batches(c: _Collector, num_devices: int) -> None:
 def _check_rl(c: _Collector, mode: str) -> None:
   c.integer("rl.num_steps", 0)
   c.integer("sft.num_steps", 0)
-  c.integer("rl.num_iterations", 1, 1)
-  c.integer("logits_chunk", 0, 0)
-  temperature = c.get("rl.temperature", 1.0)
+  c.integer("rl.num_iterations", 1)
+  c.integer("logits_chunk", 0)
+  temperature = c.get("rl.temperature")
   if temperature != 1.0:
     c.add(f"rl.temperature={temperature}: the policy loss computes log-probabilities at "
           "temperature 1, so RL samples must use 1.0 (the sampler's log-probs are the "
           "ratio's denominator)")
-  c.integer("eval.samples_per_request", 0, SAMPLES_PER_REQUEST)
-  if (c.get("eval.temperature", 0.0) or 0.0) < 0:
+  c.integer("eval.samples_per_request", 0)
+  if (c.get("eval.temperature") or 0.0) < 0:
     c.add(f"eval.temperature={c.get('eval.temperature')} must be >= 0 (0: greedy)")
-  long_prompts = c.get("rl.long_prompts", "refuse")
+  long_prompts = c.get("rl.long_prompts")
   if long_prompts not in LONG_PROMPTS:
     c.add(f"rl.long_prompts={long_prompts!r} must be one of {LONG_PROMPTS}")
-  kl_beta = c.get("rl.loss.kl_beta", 0.0) or 0.0
-  reference = c.get("rl.reference", "") or ""
+  kl_beta = c.get("rl.loss.kl_beta") or 0.0
+  reference = c.get("rl.reference") or ""
   if kl_beta < 0:
     c.add(f"rl.loss.kl_beta={kl_beta} must be >= 0")
   if reference and kl_beta == 0:
@@ -308,23 +279,23 @@ def _check_rl(c: _Collector, mode: str) -> None:
 
 def _check_scale(c: _Collector, num_processes: int) -> None:
   """Overlap, the grading backend, and the prompts' split over processes."""
-  overlap = c.get("rl.overlap_steps", 0)
+  overlap = c.get("rl.overlap_steps")
   if overlap not in (0, 1):
     c.add(f"rl.overlap_steps={overlap!r} must be 0 or 1")
-  elif overlap and c.get("rl.recompute_old_logprobs", False):
+  elif overlap and c.get("rl.recompute_old_logprobs"):
     c.add("rl.overlap_steps=1 with rl.recompute_old_logprobs=True: overlapped rollouts "
           "come from the previous policy, whose log-probs only the sampler has")
-  backend = c.get("eval.backend", "pool")
+  backend = c.get("eval.backend")
   if backend not in BACKENDS:
     c.add(f"eval.backend={backend!r} must be one of {BACKENDS}")
-  address = c.get("eval.ray_address", "") or ""
+  address = c.get("eval.ray_address") or ""
   if not isinstance(address, str) or (address and backend != "ray"):
     c.add(f"eval.ray_address={address!r} needs eval.backend='ray' (and is a string)")
-  cache = c.get("eval.grading_cache", "")
+  cache = c.get("eval.grading_cache")
   if not isinstance(cache, str) or (cache and os.path.isfile(resolve_path(cache))):
     c.add(f"eval.grading_cache={cache!r} must be a directory path ('' = no cache)")
   prompts = c.get("rl.prompts_per_step")
-  minis = c.get("rl.mini_batches", 1)
+  minis = c.get("rl.mini_batches")
   if num_processes > 1 and isinstance(prompts, int) and isinstance(minis, int):
     if prompts % num_processes:
       c.add(f"rl.prompts_per_step={prompts} is not divisible by the {num_processes} "
@@ -337,8 +308,8 @@ def _check_scale(c: _Collector, num_processes: int) -> None:
 def _check_lengths(c: _Collector) -> None:
   family = c.get("model.family") or families.DEFAULT_FAMILY
   cls = LingConfig if family == "ling" else LlamaConfig
-  budget = c.get("model.max_position_embeddings",
-                 cls.__dataclass_fields__["max_position_embeddings"].default)
+  budget = (c.get("model.max_position_embeddings")
+            or cls.__dataclass_fields__["max_position_embeddings"].default)
   if c.get("init_from_hf") or c.get("init_from_gguf"):
     return  # The checkpoint sets max_position_embeddings.
   prompt = c.integer("rl.max_prompt_len", 1)
@@ -353,6 +324,11 @@ def _check_lengths(c: _Collector) -> None:
   if prompt is not None and isinstance(eval_new, int) and prompt + eval_new > budget:
     c.add(f"rl.max_prompt_len + eval.max_new_tokens = {prompt + eval_new} exceeds "
           f"model.max_position_embeddings={budget}")
+
+
+def _parent_present(c: _Collector, path: str) -> bool:
+  parent = path.rpartition(".")[0]
+  return not parent or c.has(parent)
 
 
 def _exists(path: str) -> bool:
@@ -379,6 +355,8 @@ def problems(config: ml_collections.ConfigDict | Mapping[str, Any], *,
   values = _as_dict(config)
   c = _Collector(values)
   c.problems += [f"{name}: unknown field" for name in unknown_fields(values, SCHEMA)]
+  c.problems += [f"{name}: missing (a required field)" for name in sections.required()
+                 if _parent_present(c, name) and not c.has(name)]
   _check_sections(c)
   _check_ranges(c)
   _check_batches(c, num_devices)

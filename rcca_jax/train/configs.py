@@ -1,12 +1,11 @@
-"""The run's typed parts from its experiment config: tokenizer, model, optimizer, updates,
-credit and loss (the translation the trainer and `--mode=plan` share)."""
+"""The run's typed parts from its job config (`train.sections.JobConfig`): tokenizer,
+model, optimizer, updates and loss (the translation the trainer and `--mode=plan`
+share)."""
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
-import ml_collections
-
-from rcca_jax.credit import blame
 from rcca_jax.data import chat
 from rcca_jax.data import sentencepiece_tokenizer
 from rcca_jax.data.selection import resolve_path
@@ -14,6 +13,7 @@ from rcca_jax.models import families
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import updates as updates_lib
+from rcca_jax.train import sections
 
 
 def load_tokenizer(path: str) -> Any:
@@ -33,17 +33,11 @@ def load_tokenizer(path: str) -> Any:
   return AutoTokenizer.from_pretrained(path)
 
 
-def pretrained_source(config: ml_collections.ConfigDict) -> str:
-  """The checkpoint the run starts from: `init_from_hf` or `init_from_gguf` ("" for
-  none)."""
-  return config.get("init_from_hf") or config.get("init_from_gguf") or ""
-
-
-def model_config(config: ml_collections.ConfigDict, tokenizer: Any) -> families.ModelConfig:
-  """The model config of `config.model` (its `family` picks the class, default Ling);
+def model_config(job: sections.JobConfig, tokenizer: Any) -> families.ModelConfig:
+  """The model config of `job.model` (its `family` picks the class, default Ling);
   `vocab_size` 0 takes the tokenizer's (rounded up to a multiple of 64), pad/eos ids
   come from the tokenizer."""
-  fields = dict(config.model.to_dict())
+  fields = dict(job.model)
   if not fields.get("vocab_size"):
     fields["vocab_size"] = -(-len(tokenizer) // 64) * 64
   if fields["vocab_size"] < len(tokenizer):
@@ -54,31 +48,25 @@ def model_config(config: ml_collections.ConfigDict, tokenizer: Any) -> families.
   return families.config_from_fields(fields)
 
 
-def optimizer_config(values: ml_collections.ConfigDict, num_steps: int
-                     ) -> optim.OptimizerConfig:
-  fields = dict(values.to_dict())
+def optimizer_config(values: Mapping[str, Any], num_steps: int) -> optim.OptimizerConfig:
+  """A stage's optimizer: `values` (`sft.optimizer` / `rl.optimizer`) with the schedule
+  as long as the stage's `num_steps` unless `total_steps` is set."""
+  fields = dict(values)
   fields.setdefault("total_steps", max(num_steps, 1))
   fields["total_steps"] = max(fields["total_steps"], 1)
-  fields["warmup_steps"] = min(fields.get("warmup_steps", 0), fields["total_steps"])
+  fields["warmup_steps"] = min(fields.get("warmup_steps", optim.OptimizerConfig.warmup_steps),
+                               fields["total_steps"])
   return optim.OptimizerConfig.from_mapping(fields)
 
 
-def update_config(config: ml_collections.ConfigDict) -> updates_lib.UpdateConfig:
-  r = config.rl
+def update_config(rl: sections.RlSection) -> updates_lib.UpdateConfig:
   return updates_lib.UpdateConfig(
-      num_iterations=r.get("num_iterations", 1), mini_batches=r.get("mini_batches", 1),
-      recompute_old_logprobs=r.get("recompute_old_logprobs", False))
+      num_iterations=rl.num_iterations, mini_batches=rl.mini_batches,
+      recompute_old_logprobs=rl.recompute_old_logprobs)
 
 
-def credit_config(config: ml_collections.ConfigDict) -> blame.CreditConfig:
-  """The typed `credit` section (defaults when the config has none)."""
-  return blame.CreditConfig.from_mapping(
-      config.credit.to_dict() if "credit" in config else None)
-
-
-def loss_config(config: ml_collections.ConfigDict) -> losses.LossConfig:
+def loss_config(job: sections.JobConfig) -> losses.LossConfig:
   """`rl.loss` and `rl.policy_loss`, with `credit.negative_unblamed` (its one name)."""
-  fields = dict(config.rl.loss.to_dict()) if "loss" in config.rl else {}
-  fields["policy_loss"] = config.rl.policy_loss
-  fields["rcca_negative_unblamed"] = credit_config(config).negative_unblamed
-  return losses.LossConfig.from_mapping(fields)
+  return losses.LossConfig.from_mapping(
+      {**job.rl.loss, "policy_loss": job.rl.policy_loss,
+       "rcca_negative_unblamed": job.credit.negative_unblamed})

@@ -40,23 +40,23 @@ from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
 from rcca_jax.train import config_check
 from rcca_jax.train import configs
+from rcca_jax.train import sections
 
 GB = 1e9
 
 
-def model_config(config: ml_collections.ConfigDict) -> families.ModelConfig:
+def model_config(job: sections.JobConfig) -> families.ModelConfig:
   """The architecture: the init_from_hf / init_from_gguf checkpoint's (of the family
-  its model_type names), else `config.model` (a vocab size of 0 takes the tokenizer's)."""
-  fields = dict(config.model.to_dict())
-  init_from = configs.pretrained_source(config)
+  its model_type names), else `job.model` (a vocab size of 0 takes the tokenizer's)."""
+  fields = dict(job.model)
+  init_from = job.pretrained_source
   if init_from:
     hf = (gguf_checkpoint.read_config(resolve_path(init_from)) if init_from.endswith(".gguf")
           else hf_checkpoint.read_config(resolve_path(init_from)))
     return families.config_from_hf(
         hf, **families.runtime_overrides(families.family_of(hf, init_from), fields))
   if not fields.get("vocab_size"):
-    return configs.model_config(config,
-                                    configs.load_tokenizer(config.data.tokenizer))
+    return configs.model_config(job, configs.load_tokenizer(job.data.tokenizer))
   return families.config_from_fields(fields)
 
 
@@ -98,15 +98,16 @@ def plan(config: ml_collections.ConfigDict, *,
          log: Callable[[str], None] = print) -> dict[str, Any]:
   """The plan of `config` on the current (fake) devices; see the module docstring."""
   config_check.check(config, num_devices=jax.device_count(), mode="plan")
-  mesh = mesh_lib.make_mesh(dict(config.mesh))
-  cfg = model_config(config)
+  job = sections.job_config(config)
+  mesh = mesh_lib.make_mesh(dict(job.mesh))
+  cfg = model_config(job)
   fmodel = train_step.FunctionalModel(
       families.abstract(cfg))
-  step_config = train_step.StepConfig(micro_batches=config.get("micro_batches", 1),
-                                      logits_chunk=config.get("logits_chunk", 0))
-  r, s = config.rl, config.sft
-  update = configs.update_config(config)
-  loss = configs.loss_config(config)
+  step_config = train_step.StepConfig(micro_batches=job.micro_batches,
+                                      logits_chunk=job.logits_chunk)
+  r, s = job.rl, job.sft
+  update = configs.update_config(r)
+  loss = configs.loss_config(job)
   rl_rows = r.prompts_per_step * r.group_size
   rl_len = r.max_prompt_len + r.max_new_tokens
   programs: dict[str, dict[str, float]] = {}

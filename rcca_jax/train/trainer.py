@@ -73,9 +73,9 @@ from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import row_reduce
 from rcca_jax.train import run_log
 from rcca_jax.train import site_metrics
-from rcca_jax.train.configs import (credit_config, load_tokenizer, loss_config,
-                                    model_config, optimizer_config, pretrained_source,
-                                    update_config)
+from rcca_jax.train import sections
+from rcca_jax.train.configs import (load_tokenizer, loss_config, model_config,
+                                    optimizer_config, update_config)
 
 LOCALIZE = "rcca_jax.credit.localize:localize_record"
 
@@ -106,35 +106,35 @@ class Trainer:
     config_check.check(config, num_devices=jax.device_count(), mode=mode,
                        num_processes=jax.process_count())
     self.config = config
+    self.job = job = sections.job_config(config)
     self.workdir = workdir
     os.makedirs(workdir, exist_ok=True)
-    tokenizer_path = config.data.tokenizer or pretrained_source(config)
+    tokenizer_path = job.data.tokenizer or job.pretrained_source
     if not tokenizer_path:
       raise ValueError("config.data.tokenizer is empty (and there is no init_from_hf or "
                        "init_from_gguf checkpoint to take the tokenizer from)")
     self.tokenizer = load_tokenizer(tokenizer_path)
-    self.model_cfg = model_config(config, self.tokenizer)
+    self.model_cfg = model_config(job, self.tokenizer)
     self.pad_id = chat.pad_id(self.tokenizer)
-    self.mesh = (mesh_lib.make_mesh(dict(config.mesh)) if jax.device_count() > 1
+    self.mesh = (mesh_lib.make_mesh(dict(job.mesh)) if jax.device_count() > 1
                  else None)
     self.sample_mesh = multihost.sampling_mesh(self.mesh)  # this process's devices
-    init_from = pretrained_source(config)
+    init_from = job.pretrained_source
     if init_from:  # a pretrained checkpoint (Ling `bailing_hybrid`, llama, qwen2, ...)
       model = self._load_hf(init_from)
       self.model_cfg = model.config
     else:
-      model = families.build(self.model_cfg, nnx.Rngs(config.seed))
+      model = families.build(self.model_cfg, nnx.Rngs(job.seed))
     self.fmodel = train_step.FunctionalModel(model)
     self.sft = _Stage("sft", self._checkpointer("sft"),
-        optimizer_config(config.sft.optimizer, config.sft.num_steps), config.sft.num_steps)
+        optimizer_config(job.sft.optimizer, job.sft.num_steps), job.sft.num_steps)
     # The RL TrainState counts optimizer updates: `updates_per_batch` per RL step.
-    self.updates = update_config(config)
+    self.updates = update_config(job.rl)
     self.rl = _Stage("rl", self._checkpointer("rl"),
-        optimizer_config(config.rl.optimizer,
-                         config.rl.num_steps * self.updates.updates_per_batch),
-        config.rl.num_steps)
-    self.loss = loss_config(config)
-    self.keep_best = bool(config.checkpoint.get("keep_best", True))
+        optimizer_config(job.rl.optimizer, job.rl.num_steps * self.updates.updates_per_batch),
+        job.rl.num_steps)
+    self.loss = loss_config(job)
+    self.keep_best = bool(job.checkpoint.keep_best)
     self.best = self._checkpointer("best", max_to_keep=1) if self.keep_best else None
     self.metrics = run_log.MetricsLogger(workdir)
     self._closed = False
@@ -142,7 +142,7 @@ class Trainer:
     self._sampler_obj: Optional[Sampler] = sampler
     self._dev_tasks: Optional[list] = None
     self._controlled: Optional[list] = None
-    self.credit = credit_config(config)  # RL blame; dev evaluation keeps the evaluator's
+    self.credit = job.credit  # RL blame; dev evaluation keeps the evaluator's
     self.credit_weights = self.credit.weights()  # credit.diagnostic_weights keywords
     self._rl_tasks: Optional[list] = None
     self._logprobs: Optional[Any] = None
@@ -158,21 +158,20 @@ class Trainer:
     gguf = path.endswith(".gguf")
     family = ("llama" if gguf else
               families.family_of(hf_checkpoint.read_config(path), path))
-    runtime = families.runtime_overrides(family, self.config.model,
+    runtime = families.runtime_overrides(family, self.job.model,
                                          exclude=("dtype", "param_dtype"))
-    dtype = jnp.dtype(self.config.model.get("param_dtype", "float32"))
+    dtype = jnp.dtype(self.job.model.get("param_dtype", "float32"))
     if gguf:
       return gguf_checkpoint.load(path, dtype=dtype, **runtime)
     return families.from_hf(path, dtype=dtype, **runtime)
 
   def pool(self) -> Grader:
     if self._pool is None:
-      e = self.config.eval
-      self._pool = make_grader(EvalConfig.from_dict(dict(e.evaluator.to_dict())),
+      e = self.job.eval
+      self._pool = make_grader(EvalConfig.from_dict(dict(e.evaluator)),
                                workers=e.workers, post_process=LOCALIZE,
-                               backend=e.get("backend", "pool"),
-                               ray_address=e.get("ray_address", ""),
-                               cache_dir=e.get("grading_cache", ""))
+                               backend=e.backend, ray_address=e.ray_address,
+                               cache_dir=e.grading_cache)
     return self._pool
 
   def _cache_counts(self) -> dict[str, int]:
@@ -192,7 +191,7 @@ class Trainer:
 
   def _checkpointer(self, stage: str, max_to_keep: Optional[int] = None
                     ) -> checkpoint_lib.Checkpointer:
-    c = self.config.checkpoint
+    c = self.job.checkpoint
     return checkpoint_lib.Checkpointer(
         os.path.join(self.workdir, "checkpoints", stage),
         max_to_keep=max_to_keep or c.max_to_keep, async_save=c.async_save)
@@ -234,7 +233,7 @@ class Trainer:
     return train_step.state_shardings(self.fmodel, opt_config, self.mesh)
 
   def _fresh_state(self, opt_config) -> train_step.TrainState:
-    return train_step.init_state(self.fmodel, opt_config, self.config.seed,
+    return train_step.init_state(self.fmodel, opt_config, self.job.seed,
                                  self._shardings(opt_config))
 
   def _restore(self, stage: _Stage, step: Optional[int] = None):
@@ -247,7 +246,7 @@ class Trainer:
     """Saves every `checkpoint_every` steps (`done`: steps done, default the state's);
     whether it saved."""
     step = int(jax.device_get(state.step)) if done is None else done
-    if force or step % self.config[stage.name].checkpoint_every == 0:
+    if force or step % getattr(self.job, stage.name).checkpoint_every == 0:
       stage.checkpointer.save(state, position, force=True)
       return True
     return False
@@ -265,8 +264,8 @@ class Trainer:
     return self._sampler_obj
 
   def _step_config(self) -> train_step.StepConfig:
-    return train_step.StepConfig(micro_batches=self.config.get("micro_batches", 1),
-                                 logits_chunk=self.config.get("logits_chunk", 0))
+    return train_step.StepConfig(micro_batches=self.job.micro_batches,
+                                 logits_chunk=self.job.logits_chunk)
 
   def _compile(self, objective, stage: _Stage):
     step, _ = train_step.build_step(self.fmodel, objective, stage.opt_config,
@@ -275,18 +274,19 @@ class Trainer:
 
   @property
   def is_controlled(self) -> bool:
-    return self.config.data.get("setting", "natural") == "controlled"
+    return self.job.data.setting == "controlled"
 
   def controlled_tasks(self) -> list:
     """The controlled setting's task set (credit/controlled.py), built once into
     `data.controlled.path` (default DIR/controlled_tasks.jsonl), by process 0, and read
     back after."""
     if self._controlled is None:
-      fields = dict(self.config.data.controlled.to_dict())
-      path = fields.get("path") or os.path.join(self.workdir, "controlled_tasks.jsonl")
+      data = self.job.data
+      path = (data.controlled.get("path")
+              or os.path.join(self.workdir, "controlled_tasks.jsonl"))
       if jax.process_index() == 0 and not os.path.exists(path):
-        spec = controlled_lib.ControlledSpec.from_mapping(fields)
-        built = controlled_lib.build(load_task_file(self.config.data.train_tasks), spec,
+        spec = data.controlled_spec
+        built = controlled_lib.build(load_task_file(data.train_tasks), spec,
                                      self._score)
         tmp = path + ".tmp"
         tasks_lib.write_tasks(tmp, built)
@@ -305,7 +305,7 @@ class Trainer:
     """Log-probs of a whole rollout batch, in slices as large as the step's (built
     once: RL and the site metrics share its compiled program)."""
     if self._logprobs is None:
-      micro = self.config.get("micro_batches", 1) * self.updates.mini_batches
+      micro = self.job.micro_batches * self.updates.mini_batches
       self._logprobs = multihost.local_logprobs(logprobs_lib.compile_logprob_fn(
           self.fmodel, self._step_config(), micro, self.mesh), self.mesh)
     return self._logprobs
@@ -315,7 +315,7 @@ class Trainer:
     no task has sites), scored in RL-step-shaped batches ([prompts_per_step x
     group_size, max_prompt_len + max_new_tokens]). Every process calls it (the batch
     is split over the processes like an RL batch)."""
-    r = self.config.rl
+    r = self.job.rl
 
     def score(batch):
       block = multihost.process_rows(self.mesh, len(batch["input_ids"]))
@@ -340,7 +340,7 @@ class Trainer:
     """The frozen KL reference: the checkpoint `rl.reference` names (a checkpoint
     directory of this project, e.g. OTHER/checkpoints/sft, or a Hugging Face model
     directory), else this run's final SFT parameters (the initial ones without SFT)."""
-    path = self.config.rl.get("reference", "")
+    path = self.job.rl.reference
     if path and (path.endswith(".gguf") or
                  os.path.exists(os.path.join(resolve_path(path), "config.json"))):
       ref = train_step.FunctionalModel(self._load_hf(path))
@@ -364,8 +364,8 @@ class Trainer:
     if self._dev_tasks is None and self.is_controlled:
       self._dev_tasks = self.controlled_tasks()  # the same requests, greedy
     if self._dev_tasks is None:
-      e = self.config.eval
-      self._dev_tasks = select_tasks(e.tasks, families=tuple(self.config.data.families),
+      e = self.job.eval
+      self._dev_tasks = select_tasks(e.tasks, families=tuple(self.job.data.families),
                                      per_family=e.per_family, limit=e.num_tasks)
     return self._dev_tasks
 
@@ -376,7 +376,7 @@ class Trainer:
     (greedy, and `eval.samples_per_request` samples each at `rl.temperature`, seeded
     by the run's seed, `stage` and `step`), grades them and writes DIR/eval/NAME/.
     With several processes, process 0 evaluates alone; the others wait and return {}."""
-    e = self.config.eval
+    e, rl = self.job.eval, self.job.rl
     sites = self.site_metrics(state, tasks)  # on every process (a collective)
     sampler = self._sampler(state)  # on every process: copying weights is a collective
     if jax.process_index():
@@ -386,13 +386,11 @@ class Trainer:
         sampler, self.tokenizer, tasks, self.pool(),
         out_dir=os.path.join(self.workdir, "eval", name),
         max_new_tokens=e.max_new_tokens, temperature=e.temperature,
-        samples_per_task=e.samples_per_task, seed=self.config.seed,
+        samples_per_task=e.samples_per_task, seed=self.job.seed,
         num_reports=e.num_reports, title=title, weights=self.credit_weights,
-        samples_per_request=e.get("samples_per_request",
-                                  config_check.SAMPLES_PER_REQUEST),
-        sample_temperature=self.config.rl.temperature,
-        sample_seed=eval_loop.sample_seed(self.config.seed, stage, step),
-        prompts_per_call=self.config.rl.prompts_per_step, extra=sites)
+        samples_per_request=e.samples_per_request, sample_temperature=rl.temperature,
+        sample_seed=eval_loop.sample_seed(self.job.seed, stage, step),
+        prompts_per_call=rl.prompts_per_step, extra=sites)
     multihost.barrier(f"eval {name}")
     return summary
 
@@ -445,7 +443,7 @@ class Trainer:
     if not summary or not before:
       return None
     line = outcome_lib.collapse_warning(before[-1], summary,
-                                        self.config.eval.get("collapse_margin", 0.1), where)
+                                        self.job.eval.collapse_margin, where)
     if line:
       run_log.note("%s", line)
     return line
@@ -481,12 +479,13 @@ class Trainer:
   # ---- SFT -----------------------------------------------------------------------
 
   def sft_examples(self) -> list[tuple[list[int], list[int]]]:
-    d, s = self.config.data, self.config.sft
+    d, s = self.job.data, self.job.sft
     if self.is_controlled:
-      pairs = controlled_lib.sft_targets(self.controlled_tasks(), d.controlled.draws)
+      pairs = controlled_lib.sft_targets(self.controlled_tasks(),
+                                           d.controlled_spec.draws)
     else:
       tasks = select_tasks(d.train_tasks, families=tuple(d.families), need_reference=True,
-                           per_family=s.get("per_family", 0))
+                           per_family=s.per_family)
       pairs = [(task, chat.format_response(task.reference)) for task in tasks]
     examples, skipped = [], 0
     for task, answer in pairs:
@@ -509,13 +508,13 @@ class Trainer:
     examples = self.sft_examples()
     step_fn = self._compile(sft_lib.NextTokenObjective(), stage)
     bar = run_log.Progress("sft", stage.num_steps, start)
-    log_every = self.config.sft.log_every
+    log_every = self.job.sft.log_every
     try:
       while start < stage.num_steps:
         t0 = time.time()
-        idx = batch_indices(len(examples), self.config.sft.batch_size, start, self.config.seed)
+        idx = batch_indices(len(examples), self.job.sft.batch_size, start, self.job.seed)
         batch = multihost.local_share(batching.sft_batch(
-            [examples[i] for i in idx], max_len=self.config.sft.max_len, pad_id=self.pad_id),
+            [examples[i] for i in idx], max_len=self.job.sft.max_len, pad_id=self.pad_id),
             self.mesh)
         state, m = step_fn(state, batch)
         start += 1
@@ -538,12 +537,12 @@ class Trainer:
   def rl_tasks(self) -> list:
     """The RL tasks whose prompts fit `rl.max_prompt_len` (`train.prompts`)."""
     if self._rl_tasks is None:
-      d, r = self.config.data, self.config.rl
+      d, r = self.job.data, self.job.rl
       tasks = (self.controlled_tasks() if self.is_controlled else
                select_tasks(d.train_tasks, families=tuple(d.families),
-                            per_family=r.get("per_family", 0)))
+                            per_family=r.per_family))
       self._rl_tasks, self.skipped_prompts = prompts_lib.fit_prompts(
-          self.tokenizer, tasks, r.max_prompt_len, r.get("long_prompts", "refuse"))
+          self.tokenizer, tasks, r.max_prompt_len, r.long_prompts)
       if self.skipped_prompts:
         run_log.note("RL: %d tasks with prompts over %d tokens skipped",
                          self.skipped_prompts, r.max_prompt_len)
@@ -557,9 +556,9 @@ class Trainer:
 
   def _sample_rl(self, tasks: list, state, step: int) -> list:
     """RL step `step`'s rollouts of this process's prompts, sampled with `state`."""
-    r = self.config.rl
+    r = self.job.rl
     picked = [tasks[i] for i in batch_indices(len(tasks), r.prompts_per_step, step,
-                                              self.config.seed + 1)]
+                                              self.job.seed + 1)]
     return rollouts_lib.sample(
         self._sampler(state), self.tokenizer,
         multihost.prompt_share(self.mesh, picked, r.group_size), n=r.group_size,
@@ -567,7 +566,7 @@ class Trainer:
         seed=(step_seed(state.rng, step) + 7919 * jax.process_index()) % (2**31 - 1))
 
   def run_rl(self, state) -> train_step.TrainState:
-    stage, r = self.rl, self.config.rl
+    stage, r = self.rl, self.job.rl
     # RL steps (rollout batches) done; the state counts optimizer updates.
     start = int(jax.device_get(state.step)) // self.updates.updates_per_batch
     if start >= stage.num_steps:
@@ -584,7 +583,7 @@ class Trainer:
         functools.partial(self._sample_rl, tasks),
         functools.partial(rollouts_lib.evaluate, self.pool(), weights=self.credit_weights,
                           blame=self.credit.blame),
-        overlap_steps=r.get("overlap_steps", 0), num_steps=stage.num_steps,
+        overlap_steps=r.overlap_steps, num_steps=stage.num_steps,
         ahead_dir=os.path.join(self.workdir, "checkpoints", "rl_ahead"))
     bar = run_log.Progress("rl", stage.num_steps, start)
     try:
@@ -621,8 +620,8 @@ class Trainer:
         row = row_reduce.combine(multihost.gather_shares(row, len(rollouts)))
         self.metrics.write("rl", start, row)
         bar.update(reward=row["reward_mean"], passed=row["pass_rate"], loss=row["loss"])
-        if start % self.config.eval.every_rl_steps == 0 or start == stage.num_steps:
-          if self.config.eval.enabled:
+        if start % self.job.eval.every_rl_steps == 0 or start == stage.num_steps:
+          if self.job.eval.enabled:
             summary = self.evaluate(state, "rl", start)
             self.warn_on_collapse(summary, f"after RL step {start}")
             self.keep_if_best(state, summary.get("reward_mean"), start)
@@ -656,7 +655,7 @@ class Trainer:
         self.metrics.truncate("sft", sft_step)
         state = self.run_sft(state)
         done = int(jax.device_get(state.step))
-        if (self.config.eval.enabled and self.config.eval.after_sft
+        if (self.job.eval.enabled and self.job.eval.after_sft
             and not self._logged_eval("sft", done)):
           self.evaluate(state, "sft", done)
         state = self.rl_state_from(state)
@@ -695,7 +694,7 @@ class Trainer:
     self.open()
     try:
       stage_name, state = self._eval_state(checkpoint)
-      e = self.config.eval
+      e = self.job.eval
       tasks = (select_tasks(tasks_path, limit=e.num_tasks) if tasks_path
                else self.dev_tasks())
       step = int(jax.device_get(state.step))
