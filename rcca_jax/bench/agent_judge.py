@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from rcca_jax.bench import screenshots
+from rcca_jax.evaluation import actions
 from rcca_jax.evaluation import judge as judge_lib
 from rcca_jax.evaluation.page_session import CallTimeout, JsError, PageSession
 
@@ -60,21 +61,6 @@ _SNAPSHOT_JS = """(maxText) => {
   const body = document.body ? document.body.innerText.replace(/[ \\t]+/g, ' ') : '';
   return {title: document.title, elements: lines,
           text: body.split('\\n').map(s => s.trim()).filter(Boolean).join('\\n').slice(0, maxText)};
-}"""
-
-# Resolves a target (element number or CSS selector) to its centre, scrolled into view.
-_TARGET_JS = """(target) => {
-  let el;
-  if (/^\\d+$/.test(String(target))) el = (globalThis.__rccaRefs || [])[Number(target)];
-  else { try { el = document.querySelector(String(target)); }
-         catch (e) { return {error: 'bad selector: ' + e.message}; } }
-  if (!el || !el.isConnected) return {error: 'no element ' + JSON.stringify(String(target))};
-  el.scrollIntoView({block: 'center', inline: 'center'});
-  const r = el.getBoundingClientRect();
-  if (!(r.width > 0 && r.height > 0)) return {error: 'element ' + target + ' is not visible'};
-  return {x: r.left + r.width / 2, y: r.top + r.height / 2,
-          text: (el.innerText || el.value || '').replace(/\\s+/g, ' ').trim().slice(0, 300),
-          tag: el.tagName.toLowerCase()};
 }"""
 
 _TARGET = {"type": "string", "description": "element number from the page text, e.g. \"3\", "
@@ -210,7 +196,16 @@ class Agent:
   async def _target(self, target: Any) -> dict[str, Any]:
     if target is None or str(target).strip() == "":
       return {"error": "a target is required"}
-    return await self.session.js(_TARGET_JS, str(target), what="locate target") or {}
+    target = str(target)
+    found = await self.session.js(actions.LOCATE_TARGET_JS, target,
+                                  {"byNumber": True, "text": True}, what="locate target") or {}
+    if found.get("bad"):
+      return {"error": f"bad selector: {found['bad']}"}
+    if not found.get("found"):
+      return {"error": f"no element {json.dumps(target)}"}
+    if not found["visible"]:
+      return {"error": f"element {target} is not visible"}
+    return {"x": found["x"], "y": found["y"], "text": found["text"], "tag": found["info"]["tag"]}
 
   async def act(self, name: str, args: dict[str, Any]) -> str:
     """Runs one tool call; returns its result text (errors are results too)."""

@@ -21,48 +21,14 @@ import dataclasses
 import time
 from typing import Any, Sequence
 
-from rcca_jax.evaluation import compare
 from rcca_jax.evaluation import actions
+from rcca_jax.evaluation import compare
 from rcca_jax.evaluation import devtools
 from rcca_jax.evaluation.page_session import (CallTimeout, JsError, PageException,
                                               PageSession)
 
 READONLY_EXPECTATIONS = ("exists", "visible", "hidden", "count", "text", "value", "attr",
                          "style", "number", "no_errors")
-
-# Element facts for evidence: tag, id, classes, outer HTML excerpt, position among tags.
-_INFO_JS = """(el) => {
-  const tag = el.tagName.toLowerCase();
-  const same = document.getElementsByTagName(el.tagName);
-  return {tag, id: el.id || null, classes: Array.from(el.classList),
-          outer_html: el.outerHTML.slice(0, 300), exists: true,
-          tag_index: Array.prototype.indexOf.call(same, el), tag_count: same.length};
-}"""
-
-# Locates an action target, scrolls it into view and reports whether it can be used.
-_TARGET_JS = """(sel, useLabel) => {
-  let el;
-  try { el = document.querySelector(sel); } catch (e) { return {bad: String(e.message)}; }
-  if (!el) return {found: false};
-  const info = (%s)(el);
-  const usable = (node) => {
-    node.scrollIntoView({block: 'center', inline: 'center'});
-    const r = node.getBoundingClientRect();
-    const st = getComputedStyle(node);
-    const visible = r.width > 0 && r.height > 0 && st.visibility !== 'hidden';
-    const x = r.left + r.width / 2, y = r.top + r.height / 2;
-    const hit = visible ? document.elementFromPoint(x, y) : null;
-    const covered = visible && !(hit && (hit === node || node.contains(hit) ||
-                                         (hit.control && hit.control === node)));
-    return {visible, x, y, covered, cover: covered && hit ? hit.outerHTML.slice(0, 120) : null};
-  };
-  let state = usable(el);
-  if (useLabel && !state.visible && el.labels && el.labels.length) state = usable(el.labels[0]);
-  return {found: true, info, ...state, disabled: el.matches(':disabled'),
-          checked: !!el.checked, type: (el.type || '').toLowerCase(),
-          editable: el.isContentEditable || ['INPUT', 'TEXTAREA'].includes(el.tagName),
-          is_select: el.tagName === 'SELECT'};
-}""" % _INFO_JS
 
 # Focuses an editable target and selects its content so inserted text replaces it.
 _FOCUS_SELECT_JS = """(sel) => {
@@ -124,7 +90,7 @@ _READ_JS = """(sel, kind, name, expected) => {
     probe.remove();
   }
   return out;
-}""" % (_INFO_JS, _INFO_JS)
+}""" % (actions.ELEMENT_INFO_JS, actions.ELEMENT_INFO_JS)
 
 
 @dataclasses.dataclass
@@ -268,7 +234,8 @@ class RubricRunner:
 
   # -- actions -----------------------------------------------------------------------
   async def _target(self, i: int, step: Any, use_label: bool = False) -> dict[str, Any]:
-    t = await self._read(_TARGET_JS, step.selector, use_label, what=f"locate {step.selector}")
+    t = await self._read(actions.LOCATE_TARGET_JS, step.selector, {"useLabel": use_label},
+                         what=f"locate {step.selector}")
     if t.get("bad"):
       raise _CheckError(f"invalid selector {step.selector!r}: {t['bad']}")
     if not t["found"]:
