@@ -248,6 +248,9 @@ def _main_sweep(config: ml_collections.ConfigDict, workdir: str, seeds: int,
       summaries = {}
       for name in sweep.setting_names(config):
         c, d = sweep.setting_config(config, name), os.path.join(workdir, name)
+        if not os.path.isdir(d):
+          print(f"setting {name}: not started ({d} does not exist)", file=sys.stderr)
+          continue
         summaries[name] = ablation_report.collect(d, arm_names(c), seeds, c)
         summaries[name]["wall_s"] = _load_walls(d)
         ablation_report.write_all(d, summaries[name])

@@ -60,6 +60,16 @@ class SweepTest(absltest.TestCase):
     self.assertEqual(calls, [("b", 5, 2), ("a", 3, 2)])
     self.assertEqual(list(out), ["b", "a"])
 
+  def test_report_only_skips_settings_not_started(self):
+    workdir = self.create_tempdir().full_path
+    os.makedirs(os.path.join(workdir, "a"))
+    with mock.patch.object(ablation, "run") as run:
+      ablation._main_sweep(sweep_config("a,b"), workdir, 2, report_only=True)  # pylint: disable=protected-access
+      run.assert_not_called()
+    self.assertTrue(os.path.isfile(os.path.join(workdir, "a", "summary.json")))
+    self.assertFalse(os.path.exists(os.path.join(workdir, "b")))
+    self.assertFalse(os.path.exists(os.path.join(workdir, "sweep.md")))  # no runs yet
+
 
 class SweepReportTest(absltest.TestCase):
 
