@@ -360,11 +360,7 @@ class Agent:
 
 def _verdict_in_text(text: str) -> dict[str, Any] | None:
   """A verdict written as JSON in the message text (models that answer without tools)."""
-  for candidate in judge_lib.json_objects(text):
-    try:
-      obj = json.loads(candidate)
-    except json.JSONDecodeError:
-      continue
-    if isinstance(obj, dict) and any(d in obj for d in DIMENSIONS):
+  for obj in judge_lib.json_dicts(text):
+    if any(d in obj for d in DIMENSIONS):
       return obj
   return None

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import re
 from typing import Any, Sequence
 
@@ -122,13 +121,7 @@ def parse_reply(text: str, max_total: float = 0.0) -> Reply | None:
   scores, overall = their sum over `max_total`, as a percentage); else the last
   "Overall Score: N" in the text.
   """
-  for candidate in judge_lib.json_objects(text):
-    try:
-      obj = json.loads(candidate)
-    except json.JSONDecodeError:
-      continue
-    if not isinstance(obj, dict):
-      continue
+  for obj in judge_lib.json_dicts(text):
     scores = _item_scores(obj.get("scores"))
     overall = _number(obj.get("overall", obj.get("Overall Score", obj.get("overall_score"))))
     if overall is None and scores and max_total > 0:

@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from rcca_jax.base.schema import SEVERITIES
 
@@ -183,14 +183,21 @@ def json_objects(text: str):
         yield text[start:i + 1]
 
 
-def parse_verdict(text: str) -> Verdict:
-  """The first JSON object in `text` with a boolean `passed`; ungraded if none."""
+def json_dicts(text: str) -> Iterator[dict[str, Any]]:
+  """The JSON objects of `text` that parse (`json_objects`' order)."""
   for candidate in json_objects(text):
     try:
       obj = json.loads(candidate)
     except json.JSONDecodeError:
       continue
-    if not isinstance(obj, dict) or not isinstance(obj.get("passed"), bool):
+    if isinstance(obj, dict):
+      yield obj
+
+
+def parse_verdict(text: str) -> Verdict:
+  """The first JSON object in `text` with a boolean `passed`; ungraded if none."""
+  for obj in json_dicts(text):
+    if not isinstance(obj.get("passed"), bool):
       continue
     passed = obj["passed"]
     severity = obj.get("severity")
