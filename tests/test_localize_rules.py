@@ -4,8 +4,12 @@ A rule maps (issue evidence, AppView) to a Blame in app coordinates; the tests r
 blamed text back from the app. `tests/test_localize.py` tests their composition.
 """
 
+import json
+import pathlib
+
 from absl.testing import absltest, parameterized
 
+from rcca_jax.credit.localize import localize_record
 from rcca_jax.credit.rules import css, elements, events, exceptions
 from rcca_jax.credit.rules.view import NOTHING, AppView, Blame
 from rcca_jax.evaluation.extract import extract_app
@@ -288,6 +292,36 @@ class ElementRuleTest(absltest.TestCase):
   def test_unparsable_step_is_nothing(self):
     self.assertEqual(elements.element_blame({"step": "clack", "selector": "#out"}, VIEW),
                      NOTHING)
+
+
+SAMPLE = pathlib.Path(__file__).parent / "data" / "localize_sample.jsonl"
+
+
+def _rest(issue: dict) -> dict:
+  return {k: v for k, v in issue.items() if k not in ("direct", "context")}
+
+
+class RecordedSampleTest(absltest.TestCase):
+  """Records graded by headless Chromium (the smallest detected mutant per operator of
+  `benchmarks/localization_accuracy.py --max-apps 34 --per-operator 2 --save-records`,
+  data/examples variants, hostile and browser-test apps) with the spans and notes the
+  single-class localizer (commit 04788a6) gave them."""
+
+  def test_same_spans_and_notes_as_before(self):
+    cases = [json.loads(line) for line in SAMPLE.read_text().splitlines()]
+    notes = 0
+    for case in cases:
+      with self.subTest(case["name"]):
+        issues = localize_record(case["record"], case["response"])["issues"]
+        got = [{"direct": i["direct"], "context": i["context"],
+                "target_guess": (i.get("evidence") or {}).pop("target_guess", None)}
+               for i in issues]
+        self.assertEqual(got, case["expected"])
+        self.assertEqual([_rest(i) for i in issues],               # all else as graded
+                         [_rest(i) for i in case["record"]["issues"]])
+        notes += sum(g["target_guess"] is not None for g in got)
+    self.assertGreaterEqual(len(cases), 15)
+    self.assertGreater(notes, 0)
 
 
 if __name__ == "__main__":
