@@ -25,12 +25,12 @@ _APP = """<!DOCTYPE html><html><head><style>
 <div id="big">""" + "x" * 400 + """</div>
 <script>
 let n = 0;
+function label(v) {
+  return 'n=' + v;
+}
 const outEl = document.getElementById('out');
 function show() {
   outEl.textContent = label(n);
-}
-function label(v) {
-  return 'n=' + v;
 }
 function say() { show(); }
 document.getElementById('inc').addEventListener('clik', () => {
