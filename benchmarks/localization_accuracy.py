@@ -2,7 +2,7 @@
 
 python benchmarks/localization_accuracy.py [--tasks data/examples/tasks.jsonl data/tasks/*.jsonl]
     [--max-apps 40] [--workers 2] [--seed 0] [--per-operator N] [--operators OP ...]
-    [--tokenizer data/tokenizer] [--json OUT]
+    [--tokenizer data/tokenizer] [--json OUT] [--save-records FILE | --load-records FILE]
 
 Applies the bug operators of `rcca_jax.credit.mutations` (all of them by default, the
 policy-failure ones `EXTRA_OPERATORS` included) to every task's reference app,
@@ -19,6 +19,9 @@ counts as covered by a span that touches the run of whitespace around p. Undetec
 mutants (reward 1) are reported, not scored.
 The reference apps themselves are the baseline: apps whose reference does not score 1.0
 are left out.
+`--save-records FILE` writes the graded (not yet localized) records with their responses;
+`--load-records FILE` scores such a file again without grading (the localizer changed, the
+apps did not); the task and mutant options are then read from the file.
 """
 
 from __future__ import annotations
@@ -112,6 +115,53 @@ def table(rows, counts, title: str) -> None:
         f"{100 * np.mean([r['direct_share'] for r in rows] or [0]):>13.1f}%")
 
 
+def grade(args) -> dict | None:
+  """Reference apps and their mutants, graded: the inputs of scoring (None: no apps)."""
+  tasks = pick_apps([t for path in train_tokenizer.input_files(args.tasks)
+                     for t in load_tasks(path) if t.reference], args.max_apps, args.seed)
+  if not tasks:
+    return None
+  jobs, meta = [], []
+  for task in tasks:
+    jobs.append(Job(task, task.reference, 0))
+    meta.append((task.id, None))
+    for k, m in enumerate(mutations.mutants(task.reference, seed=args.seed,
+                                             per_operator=args.per_operator,
+                                             operators=args.operators)):
+      jobs.append(Job(task, m.response, k + 1))
+      meta.append((task.id, m))
+  print(f"{len(tasks)} reference apps, {len(jobs) - len(tasks)} mutants; evaluating with "
+        f"{args.workers} workers ...", file=sys.stderr)
+  start = time.monotonic()
+  with EvalPool(EvalConfig(), workers=args.workers) as pool:
+    records = list(pool.run(jobs))
+  return {"n_tasks": len(tasks), "meta": meta, "responses": [j.response for j in jobs],
+          "records": records, "wall": time.monotonic() - start, "workers": args.workers}
+
+
+def save_graded(path: str, graded: dict) -> None:
+  """One json line per response: task id, mutant (null for a reference app), record."""
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(json.dumps({"n_tasks": graded["n_tasks"], "wall": graded["wall"],
+                        "workers": graded["workers"]}) + "\n")
+    for (tid, m), response, rec in zip(graded["meta"], graded["responses"], graded["records"]):
+      mutant = None if m is None else {"operator": m.operator, "bug_span": list(m.bug_span),
+                                       "description": m.description}
+      f.write(json.dumps({"task_id": tid, "mutant": mutant, "response": response,
+                          "record": rec}) + "\n")
+
+
+def load_graded(path: str) -> dict:
+  """The inverse of `save_graded`."""
+  with open(path, encoding="utf-8") as f:
+    head, *lines = [json.loads(line) for line in f if line.strip()]
+  meta = [(x["task_id"], None if x["mutant"] is None else mutations.Mutant(
+      x["mutant"]["operator"], x["response"], tuple(x["mutant"]["bug_span"]),
+      x["mutant"]["description"])) for x in lines]
+  return {**head, "meta": meta, "responses": [x["response"] for x in lines],
+          "records": [x["record"] for x in lines]}
+
+
 def main() -> int:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--tasks", nargs="+", default=list(train_tokenizer.DEFAULT_INPUTS))
@@ -127,37 +177,34 @@ def main() -> int:
                  help="at most this many reference apps, drawn round-robin over task families")
   p.add_argument("--tokenizer", default="data/tokenizer")
   p.add_argument("--json", help="also write per-mutant results here")
+  saving = p.add_mutually_exclusive_group()
+  saving.add_argument("--save-records", metavar="FILE",
+                      help="write the graded records (before localization) here")
+  saving.add_argument("--load-records", metavar="FILE",
+                      help="score the records of --save-records instead of grading")
   args = p.parse_args()
 
-  tasks = pick_apps([t for path in train_tokenizer.input_files(args.tasks)
-                     for t in load_tasks(path) if t.reference], args.max_apps, args.seed)
-  if not tasks:
-    print("no tasks with a reference app found", file=sys.stderr)
-    return 2
+  if args.load_records:
+    graded = load_graded(args.load_records)
+  else:
+    graded = grade(args)
+    if graded is None:
+      print("no tasks with a reference app found", file=sys.stderr)
+      return 2
+    if args.save_records:
+      save_graded(args.save_records, graded)
+  n_tasks, meta, responses, records, wall = (graded["n_tasks"], graded["meta"],
+                                             graded["responses"], graded["records"],
+                                             graded["wall"])
   tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-  tokenizer(tasks[0].reference, return_offsets_mapping=True)     # warm-up, not timed
-  jobs, meta = [], []
-  for task in tasks:
-    jobs.append(Job(task, task.reference, 0))
-    meta.append((task.id, None))
-    for k, m in enumerate(mutations.mutants(task.reference, seed=args.seed,
-                                             per_operator=args.per_operator,
-                                             operators=args.operators)):
-      jobs.append(Job(task, m.response, k + 1))
-      meta.append((task.id, m))
-  print(f"{len(tasks)} reference apps, {len(jobs) - len(tasks)} mutants; evaluating with "
-        f"{args.workers} workers ...", file=sys.stderr)
-  start = time.monotonic()
-  with EvalPool(EvalConfig(), workers=args.workers) as pool:
-    records = list(pool.run(jobs))
-  wall = time.monotonic() - start
+  tokenizer(responses[0], return_offsets_mapping=True)     # warm-up, not timed
 
   train_families = {family(t.id) for t in load_tasks(args.train)}
   good_refs = {tid for (tid, m), r in zip(meta, records) if m is None and r["reward"] >= 1.0}
   bad_refs = sorted({tid for tid, m in meta if m is None} - good_refs)
   rows = []
   per_op = collections.defaultdict(lambda: collections.Counter())
-  for (tid, m), rec, job in zip(meta, records, jobs):
+  for (tid, m), rec, response in zip(meta, records, responses):
     if m is None or tid not in good_refs:
       continue
     stats = per_op[m.operator]
@@ -166,15 +213,15 @@ def main() -> int:
       stats["undetected"] += 1
       continue
     t0, c0 = time.perf_counter(), time.process_time()
-    loc = localize_record(rec, job.response)
-    enc = tokenizer(job.response, add_special_tokens=False, return_offsets_mapping=True)
+    loc = localize_record(rec, response)
+    enc = tokenizer(response, add_special_tokens=False, return_offsets_mapping=True)
     diagnostic_weights(enc["offset_mapping"], loc["issues"])
     cost, cpu = time.perf_counter() - t0, time.process_time() - c0
     direct = [tuple(s) for i in loc["issues"] for s in i["direct"]]
     context = [tuple(s) for i in loc["issues"] for s in i["context"]]
-    hit_d = covered(m.bug_span, direct, job.response)
-    hit_c = hit_d or covered(m.bug_span, context, job.response)
-    html_span = rec.get("html_span") or (0, len(job.response))
+    hit_d = covered(m.bug_span, direct, response)
+    hit_c = hit_d or covered(m.bug_span, context, response)
+    html_span = rec.get("html_span") or (0, len(response))
     eval_s = (rec.get("timing") or {}).get("total")
     rows.append({"task_id": tid, "operator": m.operator, "description": m.description,
                  "held_out": family(tid) not in train_families,
@@ -188,8 +235,8 @@ def main() -> int:
   if not rows:
     print("no detected mutants", file=sys.stderr)
     return 1
-  print(f"\nevaluated {len(jobs)} responses in {wall:.1f}s ({args.workers} workers); "
-        f"reference apps scoring 1.0: {len(good_refs)}/{len(tasks)}"
+  print(f"\nevaluated {len(responses)} responses in {wall:.1f}s ({graded['workers']} workers); "
+        f"reference apps scoring 1.0: {len(good_refs)}/{n_tasks}"
         + (f" (left out: {', '.join(bad_refs)})" if bad_refs else ""))
   held = [r for r in rows if r["held_out"]]
   print(f"held-out families: {', '.join(sorted({family(r['task_id']) for r in held})) or 'none'}")
@@ -207,7 +254,8 @@ def main() -> int:
   ds = float(np.mean([r["direct_share"] for r in rows]))
   loc_s = np.array([r["localize_s"] for r in rows])
   loc_cpu = np.array([r["localize_cpu_s"] for r in rows])
-  ev = np.array([r["eval_s"] if r["eval_s"] else wall * args.workers / len(jobs) for r in rows])
+  ev = np.array([r["eval_s"] if r["eval_s"] else wall * graded["workers"] / len(responses)
+                 for r in rows])
   ratio = loc_s / ev
   low = [op for op in TARGET_OPERATORS if op in per_op and per_op[op]["detected"]
          and per_op[op]["direct"] / per_op[op]["detected"] < 0.8]

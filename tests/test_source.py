@@ -294,6 +294,16 @@ class NavigationTest(parameterized.TestCase):
     element = self.parsed.html_tree.root_node.descendant_for_byte_range(0, 0)
     self.assertEqual(self.parsed.element_span(element), (0, len("<!")))
 
+  def test_element_spans_and_self_closing_tags(self):
+    parsed = source.parse_app(doc('<div id="a"><b>x</b></div><img id="i"><input id="s" />'))
+    div, _, img = [t for t in parsed.start_tags if t.tag in ("div", "b", "img")]
+    self.assertEqual(parsed.html[slice(*div.element_span)], '<div id="a"><b>x</b></div>')
+    self.assertEqual(img.element_span, img.app_span)          # a void element
+    self.assertNotIn("input", [t.tag for t in parsed.start_tags])
+    (closed,) = parsed.self_closing_tags
+    self.assertEqual((closed.tag, closed.attributes), ("input", {"id": "s"}))
+    self.assertEqual(parsed.html[slice(*closed.element_span)], '<input id="s" />')
+
   def test_duplicate_id_is_ambiguous(self):
     parsed = source.parse_app(doc('<i id="a"></i><b id="a"></b>'))
     self.assertIsNone(parsed.start_tag_for_id("a"))

@@ -83,11 +83,14 @@ class SourceError:
 
 @dataclasses.dataclass(frozen=True)
 class StartTag:
-  """A start tag of the static markup: lower-cased tag name, decoded attributes."""
+  """A start tag of the static markup: lower-cased tag name, decoded attributes, the
+  tag's span and the span of the element it opens (the tag's own when the parser put it
+  in no element)."""
 
   tag: str
   attributes: dict[str, str]
   app_span: tuple[int, int]
+  element_span: tuple[int, int]
 
 
 @dataclasses.dataclass
@@ -144,6 +147,8 @@ class ParsedApp:
 
   def __init__(self, html: str):
     self.html = html
+    # `<tag ... />`: not in `start_tags` (nor are their on* attributes parsed as code).
+    self.self_closing_tags: list[StartTag] = []
     self._doc = _Text(html)
     self.html_tree: tree_sitter.Tree = _parser("html").parse(self._doc.data)
     self.blocks: list[CodeBlock] = []
@@ -198,6 +203,8 @@ class ParsedApp:
     for node in _walk(self.html_tree.root_node, into_errors=True):
       if node.type == "start_tag":
         self._start_tag(node, unterminated)
+      elif node.type == "self_closing_tag":
+        self.self_closing_tags.append(self._tag(node, code=False))
     html_errors = [n for n in _walk(self.html_tree.root_node) if n.is_error or n.is_missing]
     for node in unterminated:
       tag = _tag_name(node)
@@ -216,7 +223,14 @@ class ParsedApp:
       self.errors.append(SourceError("html", f"HTML parse error: {what}", span, False))
 
   def _start_tag(self, node: tree_sitter.Node, unterminated: list[tree_sitter.Node]):
-    tag = _tag_name(node)
+    start_tag = self._tag(node, code=True)
+    self.start_tags.append(start_tag)
+    if start_tag.tag in ("script", "style"):
+      self._raw_text(node, start_tag.tag, start_tag.attributes, unterminated)
+
+  def _tag(self, node: tree_sitter.Node, code: bool) -> StartTag:
+    """The tag's decoded attributes (the first of a repeated name); `code`: parse its
+    on* attribute values as JS blocks."""
     attributes: dict[str, str] = {}
     for attr in node.named_children:
       if attr.type != "attribute":
@@ -228,11 +242,12 @@ class ParsedApp:
       value_node = _attribute_value(attr)
       value = html_lib.unescape(self._text_of(value_node)) if value_node is not None else ""
       attributes.setdefault(name, value)
-      if name.startswith("on") and value_node is not None:
+      if code and name.startswith("on") and value_node is not None:
         self._attribute_code(value_node)
-    self.start_tags.append(StartTag(tag, attributes, self.element_span(node)))
-    if tag in ("script", "style"):
-      self._raw_text(node, tag, attributes, unterminated)
+    parent = node.parent
+    element = parent if parent is not None and parent.type == "element" else node
+    return StartTag(_tag_name(node), attributes, self.element_span(node),
+                    self.element_span(element))
 
   def _raw_text(self, start_tag: tree_sitter.Node, tag: str, attributes: dict[str, str],
                 unterminated: list[tree_sitter.Node]):

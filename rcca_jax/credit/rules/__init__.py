@@ -1,0 +1,1 @@
+"""Localization rules, one module per kind of evidence; `credit.localize` composes them."""
