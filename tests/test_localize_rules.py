@@ -275,6 +275,18 @@ class ElementRuleTest(absltest.TestCase):
     self.assertEqual(blame.note["guess"], '<button id="increment">')
     self.assertEqual(blame.note["selector"], "#inc")
 
+  def test_check_steps_without_a_selector_are_not_read_as_selectors(self):
+    view = _view(_RENAMED)
+    check = ['click "#inc"', 'press "Enter"', "wait 100",
+             "expect js \"document.querySelector('#out').textContent === 'n=1'\"",
+             'expect text "#out" == "n=1"', "expect no_errors"]
+    ev = {"step": 'click "#inc"', "path": ['click "#inc"'], "selector": "#inc",
+          "element": {"exists": False}, "rubric_selectors": ["#inc", "#out"],
+          "check": check}
+    blame = elements.element_blame(ev, view)
+    self.assertEqual(blame.note["guess"], '<button id="increment">')
+    self.assertIn('id="increment"', _texts(blame.direct, view))
+
   def test_no_plausible_target_says_why(self):
     ev = {"step": 'fill "#email" "a"', "path": ['fill "#email" "a"'], "selector": "#email",
           "element": {"exists": False}}

@@ -22,6 +22,7 @@ import difflib
 import re
 from collections.abc import Iterable, Sequence
 
+from rcca_jax.base import dsl
 from rcca_jax.base.js_index import JsIndex
 from rcca_jax.base.schema import Span, contains
 from rcca_jax.evaluation import actions
@@ -50,7 +51,6 @@ _SKIP_TAGS = frozenset({"html", "head", "body", "script", "style", "meta", "link
 _CLICKABLE = frozenset({"button", "a", "summary", "label", "select", "option", "details"})
 _BUTTON_TYPES = frozenset({"button", "submit", "reset", "checkbox", "radio", "image", "file",
                            "color", "range"})
-_STEP = re.compile(r"^(?P<verb>\w+)(?: (?P<kind>\w+))? \"(?P<sel>(?:[^\"\\]|\\.)*)\"")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,17 +183,6 @@ def _selects(selector: str, tag: StartTag) -> bool:
   return False
 
 
-def parse_steps(texts: Iterable[str]) -> list[tuple[str, str | None, str | None]]:
-  """(verb, expectation kind, selector) of DSL step texts (unparsable ones skipped)."""
-  out = []
-  for text in texts:
-    m = _STEP.match(text) if isinstance(text, str) else None
-    if m:
-      kind = m.group("kind") if m.group("verb") == "expect" else None
-      out.append((m.group("verb"), kind, m.group("sel").replace('\\"', '"')))
-  return out
-
-
 class TargetFinder:
   """Ranks an app's static elements as the intended target of a missing selector."""
 
@@ -273,7 +262,7 @@ class TargetFinder:
     return any(contains(s, w) for w in self.index.element_writes(selector) for s in spans)
 
   def guess(self, selector: str, failing: tuple[str, str | None, str | None],
-            check: Sequence[tuple[str, str | None, str | None]], expected: object,
+            check: Sequence[dsl.Step], expected: object,
             taken: Iterable[str], action_handlers: Sequence[Span],
             events: Sequence[str]) -> tuple[Guess | None, list[dict]]:
     """The plausible target of `selector` (None when nothing is plausible) and the
@@ -281,9 +270,11 @@ class TargetFinder:
     want = last_compound(selector)
     verb, kind, _ = failing
     taken_ids = {i for sel in taken if sel != selector for i in last_compound(sel).ids}
-    expect_sels = [s for v, _, s in check if v == "expect" and s and s != selector]
-    others = self.handler_spans([b for v, _, sel in check if v != "expect" and sel != selector
-                                 for t in self.tags if last_compound(sel).matches(t)
+    expect_sels = [s.selector for s in check
+                   if s.verb == "expect" and s.selector and s.selector != selector]
+    others = self.handler_spans([b for s in check if s.verb != "expect"
+                                 and s.selector is not None and s.selector != selector
+                                 for t in self.tags if last_compound(s.selector).matches(t)
                                  for b in self.bindings_of(t)])
     ranked = []
     for tag in self.tags:

@@ -11,7 +11,7 @@ from typing import Any
 from rcca_jax.base import dsl
 from rcca_jax.base.schema import Span, contains, subtract_spans
 from rcca_jax.credit.rules.view import NOTHING, SMALL_ELEMENT, AppView, Blame, is_span, steps
-from rcca_jax.credit.targets import MIN_SCORE, last_compound, parse_steps
+from rcca_jax.credit.targets import MIN_SCORE, last_compound
 from rcca_jax.evaluation.actions import ACTION_EVENTS
 
 _JS_LOOKUP = re.compile(r"(getElementById|querySelector(?:All)?)\(\s*[\"'`]([^\"'`]+)[\"'`]")
@@ -60,7 +60,7 @@ def missing_target_blame(ev: dict[str, Any], selector: str, step: dsl.Step, view
   `as_expectation`: the selector is only part of what the step named (an ancestor, or
   a look-up inside `expect js`), so any element may be meant."""
   finder = view.targets
-  check = parse_steps(ev.get("check") or ev.get("path") or [])
+  check = steps(ev.get("check") or ev.get("path"), keep_expect=True)
   verb, kind = ("expect", "exists") if as_expectation else (
       step.verb, step.expect if step.verb == "expect" else None)
   handlers = _action_handlers(ev, selector, view)
