@@ -35,15 +35,19 @@ SAMPLES_PER_REQUEST = 8  # eval.samples_per_request's default (sampled pass@1; 0
 _MISSING = dataclasses.MISSING
 
 
-def _sub(schema: Any) -> Any:
-  """A field holding a mapping that `schema` (a dataclass or a field dict) types."""
-  return dataclasses.field(default_factory=dict, metadata={"schema": schema})
+def _sub(schema: Any, defaults: Any = None) -> Any:
+  """A field holding a mapping that `schema` (a dataclass or a field dict) types, its
+  fields' defaults those of the dataclass `defaults` (default: `schema` itself)."""
+  if defaults is None and dataclasses.is_dataclass(schema):
+    defaults = schema
+  return dataclasses.field(default_factory=dict,
+                           metadata={"schema": schema, "defaults": defaults})
 
 
 def _typed(cls: Any) -> Any:
   """A field holding a `cls` instance built by `cls.from_mapping` (defaults: `cls()`)."""
-  return dataclasses.field(default_factory=cls,
-                           metadata={"schema": cls, "build": cls.from_mapping})
+  return dataclasses.field(default_factory=cls, metadata={
+      "schema": cls, "defaults": cls, "build": cls.from_mapping})
 
 
 # rl.loss: LossConfig's fields less the two filled from elsewhere (rl.policy_loss and
@@ -65,7 +69,7 @@ class DataSection:
   setting: str = "natural"  # "natural" | "controlled" (known bugs planted by SFT)
   # The controlled setting (credit.controlled.ControlledSpec) and `path` of its task
   # file ("" = WORKDIR/controlled_tasks.jsonl).
-  controlled: Mapping[str, Any] = _sub(CONTROLLED_FIELDS)
+  controlled: Mapping[str, Any] = _sub(CONTROLLED_FIELDS, defaults=controlled.ControlledSpec)
 
   @property
   def controlled_spec(self) -> controlled.ControlledSpec:
@@ -103,7 +107,7 @@ class RlSection:
   reference: str = ""           # KL reference (rl.loss.kl_beta > 0): "" = the SFT result
   overlap_steps: int = 0        # 1: sample step n+1 while step n is graded (train/overlap.py)
   optimizer: Mapping[str, Any] = _sub(optim.OptimizerConfig)
-  loss: Mapping[str, Any] = _sub(LOSS_FIELDS)
+  loss: Mapping[str, Any] = _sub(LOSS_FIELDS, defaults=losses.LossConfig)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -204,13 +208,8 @@ def default(path: str) -> Any:
       if f.default is not _MISSING:
         return f.default
       return f.default_factory() if f.default_factory is not _MISSING else _MISSING
-    if section is not None:
-      cls = section
-    elif dataclasses.is_dataclass(f.metadata.get("schema")):
-      cls = f.metadata["schema"]
-    elif f.metadata.get("schema") is LOSS_FIELDS:
-      cls = losses.LossConfig
-    else:
+    cls = section or f.metadata.get("defaults")
+    if cls is None:
       raise KeyError(path)
   raise KeyError(path)
 
