@@ -188,8 +188,12 @@ def make_train_step(fmodel: FunctionalModel, objective: Objective,
 
 def init_state(fmodel: FunctionalModel, opt_config: optim.OptimizerConfig,
                seed: int = 0, shardings: Optional[TrainState] = None) -> TrainState:
-  """A fresh TrainState (new buffers, laid out as `shardings` when given) from the
-  model's current variables; `seed` seeds the run's PRNG key."""
+  """A fresh TrainState (new buffers, laid out as `shardings`, default all on the first
+  local device) from the model's current variables; `seed` seeds the run's PRNG key.
+
+  Its arrays are committed to their devices, as a restored state's and every step's
+  output are: a jitted step compiles once for all of them (a state mixing uncommitted
+  and committed arrays compiles a second time at the next step)."""
   optimizer = optim.make_optimizer(opt_config)
 
   def make(params, model_state):
@@ -197,6 +201,8 @@ def init_state(fmodel: FunctionalModel, opt_config: optim.OptimizerConfig,
                       model_state=model_state, opt_state=optimizer.init(params),
                       rng=jax.random.PRNGKey(seed))
 
+  if shardings is None:
+    shardings = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
   return jax.jit(make, out_shardings=shardings)(fmodel.params, fmodel.model_state)
 
 
