@@ -29,7 +29,8 @@ class ShardedForwardTest(absltest.TestCase):
 
   def check(self, moe_impl, layouts):
     env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS="--xla_force_host_platform_device_count=8",
+               XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
+                         "--xla_force_host_platform_device_count=8",
                PYTHONPATH=os.path.dirname(HERE))
     out = subprocess.run([sys.executable, os.path.join(HERE, "sharded_forward_check.py"),
                           moe_impl, layouts], capture_output=True, text=True, env=env,
