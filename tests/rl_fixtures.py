@@ -80,7 +80,8 @@ def run_child(script: str, *args: str, devices: int = 8, timeout: int = 900) -> 
   """Runs `python script --child ARGS` with `devices` fake CPU devices; returns the
   JSON object it prints on its last stdout line."""
   env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+             XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
+                       f"--xla_force_host_platform_device_count={devices}",
              PYTHONPATH=os.pathsep.join(
                  [os.path.dirname(os.path.abspath(__file__)),
                   os.environ.get("PYTHONPATH", "")]))

@@ -1,12 +1,16 @@
 """Run by test_model_sharding in a subprocess with 8 fake CPU devices.
 
-Prints one JSON line: per mesh layout, the max |sharded - unsharded| logits difference
-and the sharding specs of a few parameters.
+    python tests/sharded_forward_check.py MOE_IMPL=LAYOUT[,LAYOUT...] [MOE_IMPL=...]
+
+Prints one JSON line: per MoE kernel and mesh layout, the max |sharded - unsharded|
+logits difference and the sharding specs of a few parameters. Several kernels in one
+process share JAX's start-up and the model construction.
 """
 
 import os
 
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import json  # noqa: E402
@@ -50,8 +54,8 @@ def forward(model, ids, mask):
   return model(ids, attention_mask=mask)
 
 
-def main(moe_impl: str, layouts: list[str]):
-  assert jax.device_count() == 8, jax.devices()
+def check(moe_impl: str, layouts: list[str]) -> dict:
+  """{layout: {kind, max_diff, specs}} of one MoE kernel."""
   ids = jax.random.randint(jax.random.key(1), (8, 12), 2, 128)
   mask = jnp.ones((8, 12), bool).at[1, :4].set(False)
   out = {}
@@ -78,8 +82,17 @@ def main(moe_impl: str, layouts: list[str]):
       }
     out[name] = {"kind": kind, "max_diff": float(np.abs(np.asarray(logits) - reference).max()),
                  "specs": specs}
+  return out
+
+
+def main(requests: list[str]):
+  assert jax.device_count() == 8, jax.devices()
+  out = {}
+  for request in requests:
+    moe_impl, layouts = request.split("=")
+    out[moe_impl] = check(moe_impl, layouts.split(","))
   print(json.dumps(out))
 
 
 if __name__ == "__main__":
-  main(sys.argv[1], sys.argv[2].split(","))
+  main(sys.argv[1:])

@@ -1,9 +1,11 @@
 """Sharded forward on 8 fake CPU devices equals the unsharded forward.
 
 Runs tests/sharded_forward_check.py in a subprocess (XLA_FLAGS must be set before JAX
-starts), once per MoE kernel, over several mesh layouts.
+starts) over several mesh layouts per MoE kernel: one subprocess for the kernels of the
+fast tests (run once for both), one for the slow test's.
 """
 
+import functools
 import json
 import os
 import subprocess
@@ -15,27 +17,45 @@ from absl.testing import absltest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+# MoE kernel -> mesh layouts, for the fast tests.
+FAST = {"ragged": "data2_expert4,fsdp2_tensor4", "grouped": "data2_expert4"}
+
+
+def run_check(requests: dict[str, str]) -> dict:
+  """The child's {moe_impl: {layout: result}} for `requests` ({moe_impl: layouts})."""
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
+                       "--xla_force_host_platform_device_count=8",
+             PYTHONPATH=os.path.dirname(HERE))
+  out = subprocess.run([sys.executable, os.path.join(HERE, "sharded_forward_check.py"),
+                        *(f"{impl}={layouts}" for impl, layouts in requests.items())],
+                       capture_output=True, text=True, env=env, timeout=900)
+  if out.returncode:
+    raise AssertionError(f"sharded_forward_check failed ({out.returncode}):\n"
+                         f"{out.stderr[-3000:]}")
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@functools.cache
+def fast_results() -> dict:
+  """The fast tests' child, run once (by whichever of them runs first)."""
+  return run_check(FAST)
+
+
 class ShardedForwardTest(absltest.TestCase):
 
   def test_ragged_experts(self):
-    self.check("ragged", "data2_expert4,fsdp2_tensor4")
+    self.check(fast_results()["ragged"], FAST["ragged"])
 
   def test_grouped_experts(self):
-    self.check("grouped", "data2_expert4")
+    self.check(fast_results()["grouped"], FAST["grouped"])
 
   @pytest.mark.slow
   def test_dense_experts(self):
-    self.check("dense", "data2_expert4,data2_fsdp2_tensor2")
+    layouts = "data2_expert4,data2_fsdp2_tensor2"
+    self.check(run_check({"dense": layouts})["dense"], layouts)
 
-  def check(self, moe_impl, layouts):
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               PYTHONPATH=os.path.dirname(HERE))
-    out = subprocess.run([sys.executable, os.path.join(HERE, "sharded_forward_check.py"),
-                          moe_impl, layouts], capture_output=True, text=True, env=env,
-                         timeout=900)
-    self.assertEqual(out.returncode, 0, out.stderr[-3000:])
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+  def check(self, result, layouts):
     self.assertEqual(sorted(result), sorted(layouts.split(",")))
     for name, item in result.items():
       self.assertLess(item["max_diff"], 1e-4, name)

@@ -28,7 +28,8 @@ def _free_port() -> int:
 
 def _main(workdir: str, devices: int, *extra: str, log: str) -> subprocess.Popen:
   env = dict(os.environ, JAX_PLATFORMS="cpu", TOKENIZERS_PARALLELISM="false",
-             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+             XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
+                       f"--xla_force_host_platform_device_count={devices}")
   cmd = [sys.executable, "-m", "rcca_jax.main", "--config=experiments/tiny_natural.py",
          f"--workdir={workdir}", *ACCEPTANCE, *extra]
   with open(log, "w", encoding="utf-8") as out:

@@ -1,5 +1,7 @@
 """The RL/SFT train step on the real tiny LingForCausalLM."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,11 +21,25 @@ from rcca_jax.rl import train_step as ts
 OPT = optim.OptimizerConfig(learning_rate=1e-3, warmup_steps=2, total_steps=10)
 
 
+@functools.cache
+def small_fmodel() -> ts.FunctionalModel:
+  """The module's small model (gradient functions only read its weights)."""
+  return ts.FunctionalModel(rl_fixtures.small_model())
+
+
+@functools.cache
+def gradient_fn(loss_config, micro_batches: int, logits_chunk: int = 0):
+  """(objective, jitted gradient function) of the small model, built once per module:
+  tests that use the same program share its trace and compilation."""
+  objective = ts.PolicyObjective(loss_config, group_size=4)
+  return objective, jax.jit(ts.make_gradient_fn(small_fmodel(), objective, micro_batches,
+                                                logits_chunk=logits_chunk))
+
+
 def gradients(loss_config, micro_batches, batch):
   """Loss, gradients, metrics and expert counts of the small model on `batch`."""
-  fmodel = ts.FunctionalModel(rl_fixtures.small_model())
-  objective = ts.PolicyObjective(loss_config, group_size=4)
-  fn = jax.jit(ts.make_gradient_fn(fmodel, objective, micro_batches))
+  fmodel = small_fmodel()
+  objective, fn = gradient_fn(loss_config, micro_batches)
   loss, grads, stats, counts = fn(fmodel.params, fmodel.model_state,
                                   ts.numpy_batch(batch, objective.keys))
   return loss, grads, grpo.finalize_stats(stats), counts
@@ -35,11 +51,10 @@ class ChunkedLogprobsTest(parameterized.TestCase):
   def test_chunked_loss_and_gradients_equal_whole_logits(self, chunk):
     """Logits made `chunk` positions at a time: same loss, gradients and stats."""
     batch = rl_fixtures.rl_batch(seed=3)
-    fmodel = ts.FunctionalModel(rl_fixtures.small_model())
-    objective = ts.PolicyObjective(losses.preset("rcca"), group_size=4)
+    fmodel = small_fmodel()
+    objective, whole = gradient_fn(losses.preset("rcca"), 1)
+    _, chunked = gradient_fn(losses.preset("rcca"), 1, chunk)
     inputs = ts.numpy_batch(batch, objective.keys)
-    whole = jax.jit(ts.make_gradient_fn(fmodel, objective))
-    chunked = jax.jit(ts.make_gradient_fn(fmodel, objective, logits_chunk=chunk))
     loss1, grads1, stats1, _ = whole(fmodel.params, fmodel.model_state, inputs)
     loss2, grads2, stats2, _ = chunked(fmodel.params, fmodel.model_state, inputs)
     self.assertGreater(float(jnp.abs(loss1)), 1e-3)
