@@ -11,7 +11,10 @@ step): they differ only through `config.arms[ARM]`'s overrides and, from then on
 own updates. In the controlled setting every run reads one task set,
 `DIR/controlled_tasks.jsonl`, built by the first. Every run grades through one on-disk
 grading cache, `DIR/grading_cache` (unless `eval.grading_cache` names another), so
-the same (task, response) is browser-graded once for all seeds and arms.
+the same (task, response) is browser-graded once for all seeds and arms. Every run
+compiles the same programs (the SFT and RL steps, the sampler, the log-prob function),
+so the command keeps JAX's persistent compilation cache in `DIR/jax_cache` (unless
+`JAX_COMPILATION_CACHE_DIR` names one): each is compiled once, later runs load it.
 
 Re-running the command resumes: finished stages are skipped, an interrupted one resumes
 from its checkpoint. Outputs: `DIR/summary.json`, `DIR/ablation.png` and
@@ -211,6 +214,16 @@ def define_flags() -> None:
   flags.mark_flags_as_required(["config", "workdir"])
 
 
+def use_compile_cache(workdir: str) -> str:
+  """JAX's persistent compilation cache in `workdir/jax_cache`, unless the environment
+  or the config names one already; the directory in use."""
+  import jax  # pylint: disable=import-outside-toplevel
+  if not jax.config.jax_compilation_cache_dir:
+    jax.config.update("jax_compilation_cache_dir",
+                      os.path.join(os.path.abspath(workdir), "jax_cache"))
+  return jax.config.jax_compilation_cache_dir
+
+
 def main(argv):
   del argv
   from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
@@ -218,6 +231,8 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
   f = flags.FLAGS
   config, workdir, seeds = f.config, f.workdir, f.seeds
+  if not f.report_only:
+    use_compile_cache(workdir)
   from rcca_jax import sweep  # pylint: disable=import-outside-toplevel
   if sweep.is_sweep(config):
     _main_sweep(config, workdir, seeds, f.report_only)

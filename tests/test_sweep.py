@@ -1,6 +1,8 @@
 """The sweep of ablation settings: config handling, checks and the order of runs."""
 
 import os
+import subprocess
+import sys
 from unittest import mock
 
 import ml_collections
@@ -69,6 +71,19 @@ class SweepTest(absltest.TestCase):
     self.assertTrue(os.path.isfile(os.path.join(workdir, "a", "summary.json")))
     self.assertFalse(os.path.exists(os.path.join(workdir, "b")))
     self.assertFalse(os.path.exists(os.path.join(workdir, "sweep.md")))  # no runs yet
+
+  def test_runs_keep_a_compilation_cache_in_the_workdir(self):
+    workdir = self.create_tempdir().full_path
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    script = ("import sys, jax, jax.numpy as jnp; from rcca_jax import ablation; "
+              "print(ablation.use_compile_cache(sys.argv[1])); "
+              "jax.jit(lambda x: jnp.sin(x) * 2)(jnp.ones(3)).block_until_ready()")
+    out = subprocess.run([sys.executable, "-c", script, workdir], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    cache = os.path.join(workdir, "jax_cache")
+    self.assertEqual(out.strip(), cache)
+    self.assertNotEmpty(os.listdir(cache))
 
 
 class SweepReportTest(absltest.TestCase):
