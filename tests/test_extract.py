@@ -154,11 +154,13 @@ class InlineTest(parameterized.TestCase):
       app_at, resp_at = e.html.index(part), response.index(part)
       for k in range(len(part)):
         self.assertEqual(e.to_response(app_at + k), resp_at + k)
+        self.assertEqual(e.to_app(resp_at + k), app_at + k)
       self.assertEqual(e.span_to_response(app_at, app_at + len(part)),
                        [(resp_at, resp_at + len(part))])
     self.assertIsNone(e.to_response(0))                       # "<!DOCTYPE" glue
     self.assertIsNone(e.to_response(e.html.index("<script>")))
     self.assertIsNone(e.to_response(len(e.html)))
+    self.assertIsNone(e.to_app(0))                            # the prose before the fences
 
   def test_span_across_glue_drops_it(self):
     response = self.response()

@@ -58,11 +58,26 @@ class Extraction:
   inlined: bool
   _line_starts: tuple[int, ...] = dataclasses.field(init=False, repr=False, compare=False)
   _astral: bool = dataclasses.field(init=False, repr=False, compare=False)
+  # (response start, app start, length) of the segments, by response offset.
+  _by_response: tuple[tuple[int, int, int], ...] = dataclasses.field(
+      init=False, repr=False, compare=False)
 
   def __post_init__(self):
     starts = [0] + [m.end() for m in re.finditer("\n", self.html)]
     object.__setattr__(self, "_line_starts", tuple(starts))
     object.__setattr__(self, "_astral", any(ord(c) > 0xFFFF for c in self.html))
+    object.__setattr__(self, "_by_response", tuple(sorted(
+        (resp_start, app_start, length) for app_start, resp_start, length in self.segments)))
+
+  def to_app(self, response_offset: int) -> int | None:
+    """App offset of a response character; None outside the extracted document."""
+    i = bisect.bisect_right(self._by_response, (response_offset, float("inf"))) - 1
+    if i < 0:
+      return None
+    resp_start, app_start, length = self._by_response[i]
+    if response_offset < resp_start + length:
+      return app_start + response_offset - resp_start
+    return None
 
   def to_response(self, app_offset: int) -> int | None:
     """Response offset of an app character; None for characters created by inlining."""

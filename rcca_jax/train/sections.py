@@ -182,8 +182,9 @@ def schema_of(cls: type) -> dict[str, Any]:
   """The field tree of a section class for `config_check.unknown_fields`: a nested dict,
   a sub-section's owning class, or None (a value)."""
   out: dict[str, Any] = {}
+  kinds = _field_types(cls)
   for f in dataclasses.fields(cls):
-    section = _field_types(cls)[f.name]
+    section = kinds[f.name]
     if section is not None:
       out[f.name] = schema_of(section)
     elif "schema" in f.metadata:
@@ -232,8 +233,9 @@ def value(config: Mapping[str, Any], path: str) -> Any:
 def required(cls: type = JobConfig, prefix: str = "") -> list[str]:
   """Dotted names of the fields without a default."""
   out = []
+  kinds = _field_types(cls)
   for f in dataclasses.fields(cls):
-    section = _field_types(cls)[f.name]
+    section = kinds[f.name]
     if f.default is _MISSING and f.default_factory is _MISSING:
       out.append(f"{prefix}{f.name}")
     if section is not None:

@@ -7,7 +7,6 @@ rules ask (statement at an offset, callees, markup of an element, parsed DSL ste
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import functools
 import re
@@ -50,9 +49,6 @@ class AppView:
   def __init__(self, response: str, ext: Extraction):
     self.response = response
     self.ext = ext
-    segs = sorted(ext.segments, key=lambda s: s[1])
-    self._resp_starts = [s[1] for s in segs]
-    self._segs = segs
 
   @classmethod
   def of(cls, response: str, html_span: Sequence[int] | None) -> AppView | None:
@@ -85,13 +81,7 @@ class AppView:
   # -- coordinates -------------------------------------------------------------------
   def to_app(self, offset: int | None) -> int | None:
     """App offset of a response offset inside the extracted document."""
-    if offset is None:
-      return None
-    i = bisect.bisect_right(self._resp_starts, offset) - 1
-    if i < 0:
-      return None
-    app_start, resp_start, length = self._segs[i]
-    return app_start + offset - resp_start if offset < resp_start + length else None
+    return None if offset is None else self.ext.to_app(offset)
 
   def span_to_app(self, span: Sequence[int]) -> Span | None:
     s, e = self.to_app(span[0]), self.to_app(max(span[0], span[1] - 1))
