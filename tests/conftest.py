@@ -4,13 +4,16 @@ The cache (`.cache/jax_tests/` in the checkout, or `$RCCA_TEST_JAX_CACHE`) is sh
 the test processes, the pytest-xdist workers and the subprocesses tests start (they
 inherit the environment): the same small programs, compiled by many tests, compile once.
 
-The suite is bound by XLA compile time (tiny models, few steps), so XLA's LLVM back end
-runs unoptimised (`--xla_backend_optimization_level=0`): about half the CPU per compile
-for about 1.5x slower execution of the compiled code. HLO-level passes (fusion, layouts)
-are unchanged; results agree with the optimised build to float32 rounding (measured
-<= 3e-6 on a train step's updated weights), not bit for bit; a test's bit-for-bit
-comparisons are between programs built the same way. Tests that start their own JAX
-processes keep the flag by appending to `XLA_FLAGS`.
+The suite is bound by XLA compile time (tiny models, few steps), so XLA:CPU builds fast
+rather than fast code: its LLVM back end runs unoptimised
+(`--xla_backend_optimization_level=0`) and fusions are emitted by the older elemental
+emitters instead of the MLIR fusion emitters (`--xla_cpu_use_fusion_emitters=false`).
+Together they cut the compile of a KDA kernel's gradient about 5x for about 3.7x slower
+execution of it (`benchmarks/compile_time.py`). HLO-level passes (fusion,
+layouts) are unchanged; results agree with the default build to float32 rounding
+(measured <= 3e-6 on a train step's updated weights), not bit for bit; a test's
+bit-for-bit comparisons are between programs built the same way. Tests that start their
+own JAX processes keep the flags by appending to `XLA_FLAGS`.
 """
 
 import os
@@ -24,9 +27,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _CACHE)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-FAST_COMPILE = "--xla_backend_optimization_level=0"
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
+FAST_COMPILE = {"xla_backend_optimization_level": "0", "xla_cpu_use_fusion_emitters": "false"}
+for _flag, _value in FAST_COMPILE.items():
+  if _flag not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_flag}={_value}".strip()
 
 # absltest's create_tempdir/create_tempfile read absl flags, which pytest never parses.
 from absl import flags  # noqa: E402  pylint: disable=wrong-import-position

@@ -4,7 +4,8 @@ Runs the real job in subprocesses (real tokenizer, model, orbax, Chromium pool),
 then checks metrics.jsonl, checkpoints and resume: a re-run with more RL steps
 continues without repeating SFT or any step, and a run killed with SIGKILL in the
 middle of RL resumes at the next step. The tests' persistent JAX compilation cache
-(conftest.py) keeps the re-runs from compiling again.
+(conftest.py) keeps the re-runs from compiling again. Those are slow tests; the fast
+one runs the trainer in this process on the controlled setting (site metrics, pass@1).
 """
 
 import json
@@ -28,7 +29,9 @@ from rcca_jax.data.tasks import family_of
 from rcca_jax.train import configs
 from rcca_jax.train import rollouts
 from rcca_jax.train import run_log
+from rcca_jax.train import site_metrics
 from rcca_jax.train import trainer
+from tests import controlled_fixtures
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -153,61 +156,87 @@ class TrainerPartsTest(parameterized.TestCase):
       selection.select_tasks("data/tasks/dev.jsonl", families=("nope",))
 
 
-def _tiny_config(*, dev_eval: bool = False, **rl):
-  sys.path.insert(0, str(REPO))
-  from experiments import tiny_natural  # pylint: disable=import-outside-toplevel
-  config = tiny_natural.get_config()
-  config.model.update(hidden_size=32, intermediate_size=64)
-  config.data.families = ("dark_mode",)
-  config.sft.update(num_steps=2, batch_size=2, log_every=1)
-  config.rl.update(num_steps=1, group_size=2, prompts_per_step=1, max_new_tokens=8, **rl)
-  config.eval.update(enabled=dev_eval, workers=1, per_family=1, max_new_tokens=8,
-                     num_reports=1, samples_per_request=0)  # pass@1: test_site_metrics
-  return config
-
-
 @pytest.mark.browser
 class TrainerInProcessTest(absltest.TestCase):
-  """The fast end-to-end variant: 2 SFT steps, dev evaluation, 1 RL step, dev
-  evaluation, in this process."""
+  """The fast end-to-end variant, in this process, in the controlled setting (two
+  counter tasks): 1 SFT step, evaluation, 1 RL step, evaluation. Each evaluation's
+  logged row is the summary of its records on disk and carries the site metrics and
+  the sampled pass@1, with one compiled program for the site log-probs."""
 
-  def test_sft_then_rl_writes_metrics_and_checkpoints(self):
-    workdir = self.create_tempdir().full_path
-    trainer.Trainer(_tiny_config(dev_eval=True), workdir).train()
+  def test_sft_then_rl_writes_metrics_checkpoints_and_site_metrics(self):
+    root = self.create_tempdir().full_path
+    workdir = os.path.join(root, "run")
+    ids = controlled_fixtures.controlled_file(os.path.join(root, "tasks.jsonl"))
+    job = trainer.Trainer(
+        controlled_fixtures.controlled_config(os.path.join(root, "tasks.jsonl")), workdir)
+    job.train()
+    self.assertEqual(job._logprob_fn()._cache_size(), 1)  # pylint: disable=protected-access
     rows = _rows(workdir)
     self.assertEqual([(r["stage"], r["step"], r.get("after")) for r in rows],
-                     [("sft", 1, None), ("sft", 2, None), ("eval", 2, "sft"),
-                      ("rl", 1, None), ("eval", 1, "rl")])
-    for row, name in ((rows[2], "sft_000002"), (rows[4], "rl_000001")):
-      # The logged summary is the one of the records on disk.
-      with open(os.path.join(workdir, "eval", name, "evaluations.jsonl"),
-                encoding="utf-8") as f:
+                     [("sft", 1, None), ("eval", 1, "sft"), ("rl", 1, None),
+                      ("eval", 1, "rl")])
+    for row, name in ((rows[1], "sft_000001"), (rows[3], "rl_000001")):
+      eval_dir = os.path.join(workdir, "eval", name)
+      with open(os.path.join(eval_dir, "evaluations.jsonl"), encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
-      self.assertLen(records, 1)
+      self.assertEqual(sorted(r["task_id"] for r in records), sorted(ids))
       passed = [all(r["gates"].get(g) is True for g in ("format", "source", "runtime"))
                 and bool(r["rubrics"]) and all(x["passed"] is True for x in r["rubrics"])
                 for r in records]
       self.assertEqual(row["pass_rate"], float(np.mean(passed)))
       self.assertAlmostEqual(row["reward_mean"], float(np.mean([r["reward"] for r in records])))
-      self.assertEqual(row["dark_mode/pass_rate"], row["pass_rate"])
-      self.assertTrue(os.path.isfile(os.path.join(workdir, "eval", name, "report.html")))
-    rl = rows[3]
+      self.assertEqual(row["counter/pass_rate"], row["pass_rate"])
+      self.assertTrue(os.path.isfile(os.path.join(eval_dir, "report.html")))
+      self._check_site_metrics(row, eval_dir, ids)
+    rl = rows[2]
     for key in ("loss", "reward_mean", "pass_rate", "grad_norm"):
       self.assertTrue(math.isfinite(rl[key]), (key, rl))
-    self.assertEqual(rl["sequences"], 2.0)
+    self.assertEqual(rl["sequences"], 4.0)
     self.assertEqual(sorted(os.listdir(os.path.join(workdir, "checkpoints"))),
                      ["best", "rl", "sft"])
-    self.assertIn("2", os.listdir(os.path.join(workdir, "checkpoints", "sft")))
+    self.assertIn("1", os.listdir(os.path.join(workdir, "checkpoints", "sft")))
     self.assertIn("1", os.listdir(os.path.join(workdir, "checkpoints", "rl")))
     # best: the post-SFT state (RL step 0) unless RL step 1's dev reward is higher.
-    best_step = 1 if rows[4]["reward_mean"] > rows[2]["reward_mean"] else 0
+    best_step = 1 if rows[3]["reward_mean"] > rows[1]["reward_mean"] else 0
     self.assertEqual(os.listdir(os.path.join(workdir, "checkpoints", "best")),
                      [str(best_step)])
     self.assertTrue(os.path.isfile(os.path.join(workdir, "curves.png")))
 
+  def _check_site_metrics(self, row, eval_dir, ids):
+    with open(os.path.join(eval_dir, "summary.json"), encoding="utf-8") as f:
+      summary = json.load(f)
+    self.assertEqual([(r["task_id"], r["site"], r["kind"]) for r in summary["sites"]],
+                     [(ids[0], "neutral0", "neutral"), (ids[0], "bug0", "bug"),
+                      (ids[1], "bug0", "bug")])
+    for rec in summary["sites"]:
+      ref, other = rec["logp"]["reference"], rec["logp"][rec["kind"]]
+      self.assertTrue(ref < 0 and other < 0, rec)
+      if rec["kind"] == "bug":
+        self.assertAlmostEqual(rec["p_bug"], site_metrics.p_bug(other, ref))
+        self.assertTrue(0.0 < rec["p_bug"] < 1.0)
+      else:
+        self.assertIsNone(rec["p_bug"])
+    self.assertAlmostEqual(summary["bug_prob_mean"], np.mean(
+        [r["p_bug"] for r in summary["sites"] if r["kind"] == "bug"]))
+    self.assertEqual(summary["sites_skipped"], 0)
+    self.assertEqual(sorted(summary["pass_at_1_tasks"]), sorted(ids))
+    with open(os.path.join(eval_dir, "sampled.jsonl"), encoding="utf-8") as f:
+      sampled = [json.loads(line) for line in f]
+    self.assertLen(sampled, 4)
+    self.assertAlmostEqual(summary["pass_at_1"], np.mean([s["passed"] for s in sampled]))
+    self.assertTrue(0.0 <= summary["sampled_reward_mean"] <= 1.0)
+    # The flat row: the metrics, not the tables.
+    for key in ("bug_prob_mean", "pass_at_1", "sampled_reward_mean", "sites_s",
+                "sampled_s"):
+      self.assertEqual(row[key], summary[key], key)
+    self.assertNotIn("sites", row)
+    self.assertNotIn("pass_at_1_tasks", row)
+
   def test_rl_temperature_other_than_one_is_refused(self):
+    config = controlled_fixtures.controlled_config("unused.jsonl")
+    config.rl.temperature = 0.7
     with self.assertRaisesRegex(ValueError, "rl.temperature"):
-      trainer.Trainer(_tiny_config(temperature=0.7), self.create_tempdir().full_path)
+      trainer.Trainer(config, self.create_tempdir().full_path)
 
 
 @pytest.mark.slow

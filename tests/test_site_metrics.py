@@ -1,16 +1,13 @@
 """Exact site metrics (train/site_metrics.py): the sequences, their batching, and
-`p_bug` against a direct sum of per-token log-probs of a toy model."""
+`p_bug` against a direct sum of per-token log-probs of a toy model. The trainer's
+evaluations with site metrics: test_main_e2e.TrainerInProcessTest."""
 
-import json
 import math
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-import ml_collections
-import pytest
 from absl.testing import absltest
 from absl.testing import parameterized
 
@@ -21,25 +18,9 @@ from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import train_step
 from rcca_jax.train import eval_loop
 from rcca_jax.train import site_metrics
-from rcca_jax.train import trainer as trainer_lib
 from rcca_jax.train.configs import load_tokenizer
+from tests.controlled_fixtures import counter_task
 from tests import rl_fixtures
-
-COMMITTED = "experiments/results/ablation_small/controlled_tasks.jsonl"
-
-HTML = "<p id=n>1</p>\n<script>n.onclick = () => n.textContent++;</script>"
-
-
-def _task(task_id: str = "t0", request: str = "A counter.") -> tasks_lib.Task:
-  reference = chat.format_response(HTML)
-  bug_at = reference.index("++")
-  note_at = reference.index("1</p>")
-  sites = [sites_lib.Site(name="bug0", kind="bug", start=bug_at, end=bug_at + 2,
-                          variant="--", rate=0.6),
-           sites_lib.Site(name="neutral0", kind="neutral", start=note_at,
-                          end=note_at + 1, variant="0")]
-  return tasks_lib.Task(id=task_id, request=request, rubrics=(), reference=HTML,
-                        extra={"controlled": {"sites": [s.to_json() for s in sites]}})
 
 
 def _sum_score(batch):
@@ -59,7 +40,7 @@ class PureTest(parameterized.TestCase):
 
   def test_sequences_are_the_reference_and_each_site_alone(self):
     tok = load_tokenizer("data/tokenizer")
-    task = _task()
+    task = counter_task()
     seqs = site_metrics.site_sequences(tok, [task, tasks_lib.Task(
         id="plain", request="x", rubrics=(), reference="<p>")])
     self.assertEqual([(s.task_id, s.site and s.site.name) for s in seqs],
@@ -73,7 +54,7 @@ class PureTest(parameterized.TestCase):
       self.assertEqual(seq.answer[-1], chat.eos_ids(tok)[0])
 
   def test_batches_of_fixed_rows_and_long_sequences_left_out(self):
-    neutral, bug = sites_lib.sites_of(_task())  # in reference order
+    neutral, bug = sites_lib.sites_of(counter_task())  # in reference order
     seqs = [site_metrics.SiteSequence("a", None, [5, 6], [7, 8]),
             site_metrics.SiteSequence("a", bug, [5, 6], [9]),
             site_metrics.SiteSequence("b", None, [1], [2, 3, 4, 5, 6]),  # too long
@@ -119,7 +100,7 @@ class ToyModelTest(absltest.TestCase):
     graphdef, weights = nnx.split(model)
     forward = jax.jit(lambda w, ids: nnx.merge(graphdef, w)(ids))
     fn = logprobs_lib.compile_logprob_fn(fmodel, train_step.StepConfig(), 2)
-    tasks = [_task("t0"), _task("t1", "A counter that starts at one.")]
+    tasks = [counter_task("t0"), counter_task("t1", "A counter that starts at one.")]
     rows, max_len = 4, 112
 
     def score(batch):
@@ -156,92 +137,6 @@ class ToyModelTest(absltest.TestCase):
       self.assertIsNone(rec["p_bug"])
       self.assertAlmostEqual(rec["logp"]["neutral"], neutral, delta=1e-3 * abs(neutral))
     self.assertAlmostEqual(out["bug_prob_mean"], float(np.mean(p_bugs)), delta=1e-3)
-
-
-def _controlled_file(path: str) -> list[str]:
-  """Two short controlled tasks: the first lists its sites (a bug and a neutral one),
-  the second has only the single-bug record (its site derived). Returns their ids."""
-  rubrics = tasks_lib.load_tasks(COMMITTED)[0].rubrics[:1]  # unread: untrained answers
-  tasks = []
-  for task_id, request, listed in (("counter-90001", "A counter.", True),
-                                   ("counter-90002", "A counter from one.", False)):
-    task = _task(task_id, request)
-    reference = sites_lib.reference_answer(task)
-    at = reference.index("++")
-    record = {"operator": "handler_op", "description": "++ -> --", "rate": 0.6,
-              "response": reference.replace("++", "--"), "bug_span": [at, at + 2]}
-    if listed:
-      record["sites"] = task.extra["controlled"]["sites"]
-    tasks.append(tasks_lib.Task(id=task_id, request=request, rubrics=rubrics,
-                                reference=HTML, extra={"controlled": record}))
-  tasks_lib.write_tasks(path, tasks)
-  return [t.id for t in tasks]
-
-
-def _controlled_config(path: str) -> ml_collections.ConfigDict:
-  from experiments import tiny_cpu  # pylint: disable=import-outside-toplevel
-  config = tiny_cpu.get_config()
-  config.model.update(hidden_size=32, intermediate_size=64)
-  families = ("counter",)
-  config.data.families = families
-  config.data.setting = "controlled"
-  config.data.controlled = ml_collections.ConfigDict(dict(
-      families=families, tasks_per_family=1, rates=(0.25, 0.6, 0.75, 0.9),
-      operators=("handler_op", "misspell_id", "throw"), draws=2,
-      max_mutant_reward=0.9, seed=0, path=path))
-  config.sft.update(num_steps=1, batch_size=2, max_len=128, log_every=1)
-  config.rl.update(num_steps=1, group_size=2, prompts_per_step=2, max_prompt_len=64,
-                   max_new_tokens=48)
-  config.eval.update(enabled=True, after_sft=True, every_rl_steps=1, workers=1,
-                     max_new_tokens=8, num_reports=1, samples_per_request=2)
-  return config
-
-
-@pytest.mark.browser
-class TrainerSiteMetricsTest(absltest.TestCase):
-  """SFT, post-SFT evaluation, one RL step, evaluation, on two controlled tasks: each
-  evaluation has the site metrics and the sampled pass@1, with one compiled program
-  for the site log-probs."""
-
-  def test_eval_summaries_carry_site_metrics_and_pass_at_1(self):
-    root = self.create_tempdir().full_path
-    ids = _controlled_file(os.path.join(root, "tasks.jsonl"))
-    trainer = trainer_lib.Trainer(_controlled_config(os.path.join(root, "tasks.jsonl")),
-                                  os.path.join(root, "run"))
-    trainer.train()
-    self.assertEqual(trainer._logprob_fn()._cache_size(), 1)  # pylint: disable=protected-access
-    evals = [r for r in trainer.metrics.rows() if r["stage"] == "eval"]
-    self.assertEqual([(r["after"], r["step"]) for r in evals], [("sft", 1), ("rl", 1)])
-    for row, name in zip(evals, ("sft_000001", "rl_000001")):
-      eval_dir = os.path.join(root, "run", "eval", name)
-      with open(os.path.join(eval_dir, "summary.json"), encoding="utf-8") as f:
-        summary = json.load(f)
-      self.assertEqual([(r["task_id"], r["site"], r["kind"]) for r in summary["sites"]],
-                       [(ids[0], "neutral0", "neutral"), (ids[0], "bug0", "bug"),
-                        (ids[1], "bug0", "bug")])
-      for rec in summary["sites"]:
-        ref, other = rec["logp"]["reference"], rec["logp"][rec["kind"]]
-        self.assertTrue(ref < 0 and other < 0, rec)
-        if rec["kind"] == "bug":
-          self.assertAlmostEqual(rec["p_bug"], site_metrics.p_bug(other, ref))
-          self.assertTrue(0.0 < rec["p_bug"] < 1.0)
-        else:
-          self.assertIsNone(rec["p_bug"])
-      self.assertAlmostEqual(summary["bug_prob_mean"], np.mean(
-          [r["p_bug"] for r in summary["sites"] if r["kind"] == "bug"]))
-      self.assertEqual(summary["sites_skipped"], 0)
-      self.assertEqual(sorted(summary["pass_at_1_tasks"]), sorted(ids))
-      with open(os.path.join(eval_dir, "sampled.jsonl"), encoding="utf-8") as f:
-        sampled = [json.loads(line) for line in f]
-      self.assertLen(sampled, 4)
-      self.assertAlmostEqual(summary["pass_at_1"], np.mean([s["passed"] for s in sampled]))
-      self.assertTrue(0.0 <= summary["sampled_reward_mean"] <= 1.0)
-      # The flat row: the metrics, not the tables.
-      for key in ("bug_prob_mean", "pass_at_1", "sampled_reward_mean", "sites_s",
-                  "sampled_s"):
-        self.assertEqual(row[key], summary[key], key)
-      self.assertNotIn("sites", row)
-      self.assertNotIn("pass_at_1_tasks", row)
 
 
 class SampleSeedTest(absltest.TestCase):
