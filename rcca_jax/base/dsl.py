@@ -107,8 +107,13 @@ def format_steps(steps) -> str:
   return "; ".join(str(s) for s in steps)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse_check(text: str) -> tuple[Step, ...]:
-  """Parses a check into steps; raises DslSyntaxError (with line and column)."""
+  """Parses a check into steps; raises DslSyntaxError (with line and column).
+
+  Memoised (steps are immutable): task files repeat checks, and a job or a test process
+  loads the same files many times.
+  """
   try:
     tree = _parser().parse(text)
   except lark.exceptions.UnexpectedInput as e:
