@@ -17,8 +17,11 @@ from absl.testing import absltest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-# MoE kernel -> mesh layouts, for the fast tests.
-FAST = {"ragged": "data2_expert4,fsdp2_tensor4", "grouped": "data2_expert4"}
+# MoE kernel -> mesh layouts. Fast: experts over an `expert` axis with the kernel the
+# large configs use (grouped), fsdp x tensor with the default one (ragged); the slow
+# test covers the other kernel on each axis and all three axes together.
+FAST = {"ragged": "fsdp2_tensor4", "grouped": "data2_expert4"}
+SLOW = {"ragged": "data2_expert4", "dense": "data2_expert4,data2_fsdp2_tensor2"}
 
 
 def run_check(requests: dict[str, str]) -> dict:
@@ -51,9 +54,10 @@ class ShardedForwardTest(absltest.TestCase):
     self.check(fast_results()["grouped"], FAST["grouped"])
 
   @pytest.mark.slow
-  def test_dense_experts(self):
-    layouts = "data2_expert4,data2_fsdp2_tensor2"
-    self.check(run_check({"dense": layouts})["dense"], layouts)
+  def test_expert_sharded_ragged_and_dense_experts(self):
+    results = run_check(SLOW)
+    for impl, layouts in SLOW.items():
+      self.check(results[impl], layouts)
 
   def check(self, result, layouts):
     self.assertEqual(sorted(result), sorted(layouts.split(",")))
