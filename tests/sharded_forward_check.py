@@ -37,9 +37,12 @@ LAYOUTS = {
 
 
 def tiny(moe_impl: str, kind: str) -> LingConfig:
-  layers = (("full_attention",) * 6 if kind.startswith("mla") else None)
+  # Unrolled stacks compile every layer on its own: 4 layers (KDA and MLA, dense then
+  # MoE) cover them. Scanned stacks keep 6; their compile does not grow with depth.
+  depth = 4 if kind.endswith("unrolled") else 6
+  layers = (("full_attention",) * depth if kind.startswith("mla") else None)
   return LingConfig(vocab_size=128, hidden_size=64, intermediate_size=96,
-                    moe_intermediate_size=32, num_hidden_layers=6, num_attention_heads=4,
+                    moe_intermediate_size=32, num_hidden_layers=depth, num_attention_heads=4,
                     kv_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=16,
                     linear_head_dim=16, n_group=4, topk_group=2, num_experts_per_tok=3,
                     num_local_experts=16, first_k_dense_replace=1, layer_group_size=2,
