@@ -21,9 +21,9 @@ N, and the ratios evaluator / naive (target >= 10x on 2 cores) and evaluator / f
 ready to locate a hang). `--backend ray` instead compares the warm apps/s of the process
 pool and of Ray actors (`RayPool`, on a local Ray instance) at the same number of workers,
 rounds interleaved (target: Ray within 15% of the pool). `--profile` instead runs one
-evaluator in this process, then the floor, and prints for each, per app, the calls to and
-events from the Playwright driver (each crosses Python, the driver and Chromium) and the
-CPU time of each process kind (Linux /proc; processes that exit meanwhile are missed).
+evaluator in this process, then the floor, and prints for each, per app, the DevTools
+commands sent and events received (each crosses Python and Chromium) and the CPU time of
+each process kind (Linux /proc; processes that exit meanwhile are missed).
 """
 
 from __future__ import annotations
@@ -40,9 +40,12 @@ import statistics
 import time
 from typing import Callable
 
+from playwright.async_api import async_playwright
+
 from rcca_jax.base.dsl import parse_check
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import browser
+from rcca_jax.evaluation import cdp
 from rcca_jax.evaluation import grader as grader_lib
 from rcca_jax.evaluation.config import HANG_LOCATORS, EvalConfig
 from rcca_jax.evaluation.evaluator import Evaluator, plan_loads
@@ -162,7 +165,6 @@ async def _naive_app(pw, task) -> int:
 
 
 def _naive_worker(task_ids: list[str]) -> list[int]:
-  from playwright.async_api import async_playwright  # pylint: disable=import-outside-toplevel
   tasks = {t.id: t for t in tasks_lib.load_tasks(EXAMPLES / "tasks.jsonl")}
 
   async def go():
@@ -251,30 +253,45 @@ def empty_page_floor(workers: int, n: int = 40) -> float:
 
 def click_cost(n: int = 20) -> tuple[float, float]:
   """Seconds per click on a freshly loaded page: Playwright's `page.click` (actionability
-  checks) vs the evaluator's one DOM read + trusted mouse event."""
+  checks; its own browser, the app served on a fresh origin per load) vs the evaluator's
+  one DOM read + trusted mouse event."""
   app = ('<button id="b">go</button><p id="o">0</p><script>document.getElementById("b")'
          '.onclick = () => { document.getElementById("o").textContent = "1"; };</script>')
 
-  async def go():
+  async def playwright_clicks() -> float:
+    async with async_playwright() as pw:
+      b = await pw.chromium.launch(executable_path=browser.find_chromium(),
+                                   args=browser.launch_args(EvalConfig().js_heap_mb))
+      try:
+        page = await b.new_page()
+        await page.route("**/*", lambda route: route.fulfill(
+            status=200, content_type="text/html", body=app))
+        total = 0.0
+        for k in range(n):
+          await page.goto(f"http://app-{k}.rcca.invalid/")
+          start = time.monotonic()
+          await page.click("#b")
+          total += time.monotonic() - start
+        return total / n
+      finally:
+        await b.close()
+
+  async def evaluator_clicks() -> float:
     s = PageSession(EvalConfig())
     await s.start()
     runner = RubricRunner(s)
     steps = parse_check('click "#b"')
     try:
-      costs = {"playwright": 0.0, "evaluator": 0.0}
+      total = 0.0
       for _ in range(n):
         await s.load(app)
         start = time.monotonic()
-        await s.page.click("#b")
-        costs["playwright"] += time.monotonic() - start
-        await s.load(app)
-        start = time.monotonic()
         await runner.run(steps, "core")
-        costs["evaluator"] += time.monotonic() - start
-      return costs["playwright"] / n, costs["evaluator"] / n
+        total += time.monotonic() - start
+      return total / n
     finally:
       await s.close()
-  return asyncio.run(go())
+  return asyncio.run(playwright_clicks()), asyncio.run(evaluator_clicks())
 
 
 def hang_locator_cost(apps, workers: int, kinds, rounds: int) -> None:
@@ -313,44 +330,38 @@ def _cpu_seconds_by_process() -> collections.Counter:
 
 
 @contextlib.contextmanager
-def _counting_driver_messages():
-  """Counts calls to and events from the Playwright driver (in this process) meanwhile."""
-  from playwright._impl import connection  # pylint: disable=import-outside-toplevel
+def _counting_cdp_messages():
+  """Counts the DevTools commands sent and events received (in this process) meanwhile;
+  each crosses Python and Chromium."""
   calls: collections.Counter = collections.Counter()
   events: collections.Counter = collections.Counter()
-  send, dispatch = connection.Connection.send_message_to_server, connection.Connection.dispatch
+  send, handle = cdp.Connection.send, cdp.Connection._handle  # pylint: disable=protected-access
 
-  def counting_send(self, obj, method, params, options):
-    name = method
-    if method == "send" and isinstance(params, dict):  # CDPSession.send: name the CDP method
-      name = params.get("method", method)
-    calls[f"{obj._type}.{name}"] += 1  # pylint: disable=protected-access
-    return send(self, obj, method, params, options)
+  def counting_send(self, method, params, session_id):
+    calls[method] += 1
+    return send(self, method, params, session_id)
 
-  def counting_dispatch(self, message):
-    if not message.get("id"):
-      name = message.get("method", "")
-      events[message.get("params", {}).get("method", name) if name == "event" else name] += 1
-    return dispatch(self, message)
+  def counting_handle(self, message):
+    if "id" not in message:
+      events[message.get("method", "")] += 1
+    return handle(self, message)
 
-  connection.Connection.send_message_to_server = counting_send
-  connection.Connection.dispatch = counting_dispatch
+  cdp.Connection.send, cdp.Connection._handle = counting_send, counting_handle
   try:
     yield calls, events
   finally:
-    connection.Connection.send_message_to_server = send
-    connection.Connection.dispatch = dispatch
+    cdp.Connection.send, cdp.Connection._handle = send, handle
 
 
 def _measured(run: Callable[[], None], n: int, what: str) -> None:
-  """Runs `run` (n apps) and prints, per app: time, driver calls and events, CPU by process."""
-  with _counting_driver_messages() as (calls, events):
+  """Runs `run` (n apps) and prints, per app: time, CDP commands and events, CPU by process."""
+  with _counting_cdp_messages() as (calls, events):
     cpu_before, start = _cpu_seconds_by_process(), time.monotonic()
     run()
     seconds, cpu = time.monotonic() - start, _cpu_seconds_by_process()
   cpu.subtract(cpu_before)
-  print(f"{what}: {seconds / n * 1000:.0f} ms per app, {sum(calls.values()) / n:.1f} driver "
-        f"calls and {sum(events.values()) / n:.1f} driver events per app")
+  print(f"{what}: {seconds / n * 1000:.0f} ms per app, {sum(calls.values()) / n:.1f} CDP "
+        f"commands and {sum(events.values()) / n:.1f} CDP events per app")
   print("  calls per app : " + ", ".join(f"{k} {v / n:.2f}" for k, v in calls.most_common()))
   print("  events per app: " + ", ".join(f"{k} {v / n:.2f}" for k, v in events.most_common()))
   print(f"  CPU ms per app: {sum(cpu.values()) / n * 1000:.0f} = " + ", ".join(
@@ -359,7 +370,7 @@ def _measured(run: Callable[[], None], n: int, what: str) -> None:
 
 def profile(apps) -> None:
   """In this process, one evaluator, then the floor (as many empty loads per app as the
-  evaluator's plan has): driver calls, driver events and CPU, all per app."""
+  evaluator's plan has): CDP commands, CDP events and CPU, all per app."""
   jobs = [(t, f"```html\n{t.reference}\n```") for t in apps]
   ev = Evaluator(EvalConfig())
   try:

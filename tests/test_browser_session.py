@@ -3,6 +3,7 @@
 import asyncio
 import dataclasses
 import os
+import signal
 import time
 
 from absl.testing import absltest
@@ -13,6 +14,7 @@ from rcca_jax.evaluation import browser
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.evaluator import Evaluator
 from rcca_jax.evaluation import page_session
+from rcca_jax.evaluation import pool
 from rcca_jax.evaluation.page_session import PageCrashed, PageSession
 
 TASK = tasks_lib.parse_task({
@@ -35,26 +37,58 @@ class BrowserLocatorTest(absltest.TestCase):
     self.assertIn("--no-sandbox", args)
 
   @pytest.mark.browser
-  def test_our_disabled_features_keep_playwrights(self):
-    # Chromium keeps only the last --disable-features: ours must repeat Playwright's list.
+  def test_launch_switches_and_features_are_playwrights(self):
+    # We launch Chromium ourselves: its switches must be those Playwright launches it
+    # with (the pages must behave the same), and since Chromium keeps only the last
+    # --disable-features, ours must repeat Playwright's list.
     from playwright.async_api import async_playwright  # pylint: disable=import-outside-toplevel
 
-    async def playwright_disabled_features():
-      async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=browser.find_chromium(),
-                                     args=["--enable-automation"])
+    def split(arguments):
+      switches = {a for a in arguments if a.startswith("--")
+                  and not a.startswith(("--user-data-dir=", "--remote-debugging-"))}
+      features = {}
+      for a in list(switches):
+        if a.startswith(("--disable-features=", "--enable-features=")):
+          switches.discard(a)
+          name, value = a.split("=", 1)
+          features.setdefault(name, set()).update(f for f in value.split(",") if f)
+      return switches, features
+
+    def browser_command_line() -> list[str]:
+      # The browser process: the one descendant started with the DevTools pipe.
+      for pid in pool.descendants(os.getpid()):
         try:
-          cdp = await b.new_browser_cdp_session()
-          res = await cdp.send("Browser.getBrowserCommandLine")
+          with open(f"/proc/{pid}/cmdline", "rb") as f:
+            arguments = f.read().decode().split("\0")
+        except OSError:
+          continue
+        if "--remote-debugging-pipe" in arguments:
+          return arguments
+      raise AssertionError("no browser process found")
+
+    async def command_lines():
+      async with async_playwright() as pw:
+        b = await pw.chromium.launch(executable_path=browser.find_chromium())
+        try:
+          theirs = browser_command_line()
         finally:
           await b.close()
-      switches = [a for a in res["arguments"] if a.startswith("--disable-features=")]
-      return {f for a in switches for f in a.split("=", 1)[1].split(",") if f}
+      session = PageSession(EvalConfig())
+      await session.start()
+      try:
+        ours = browser_command_line()
+      finally:
+        await session.close()
+      return theirs, ours
 
-    playwrights = asyncio.run(playwright_disabled_features())
-    self.assertTrue(playwrights)
-    self.assertEqual(playwrights - set(page_session.DISABLED_FEATURES), set())
-    self.assertIn("RenderDocument", page_session.DISABLED_FEATURES)
+    theirs, ours = asyncio.run(command_lines())
+    (their_switches, their_features), (our_switches, our_features) = split(theirs), split(ours)
+    self.assertGreater(len(their_switches), 20)
+    self.assertEqual(their_switches - our_switches, set())
+    for name in ("--disable-features", "--enable-features"):
+      self.assertTrue(their_features[name], name)
+      self.assertEqual(their_features[name] - our_features[name], set(), name)
+    self.assertIn("RenderDocument", our_features["--disable-features"])
 
 
 @pytest.mark.browser
@@ -106,8 +140,8 @@ class PageSessionTest(absltest.TestCase):
         "<button id='b' style='width:90px;height:40px'>b</button><script>"
         "onbeforeunload = (e) => { e.preventDefault(); return 'stay?'; };</script>"))
     self.assertTrue(load.ok, load.reason)
-    self.run_async(self.session.page.mouse.click(40, 20))  # sticky user activation
-    self.run_async(self.session.page.mouse.click(40, 20))
+    self.run_async(self.session.mouse.click(40, 20))  # sticky user activation
+    self.run_async(self.session.mouse.click(40, 20))
     load = self.run_async(self.session.load("<script>alert('mine');</script>"))
     self.assertTrue(load.ok, load.reason)
     self.assertEqual(self.session.log.dialogs, [{"type": "alert", "message": "mine"}])
@@ -200,7 +234,7 @@ class BrowserDeathTest(absltest.TestCase):
     ev = Evaluator(EvalConfig())
     try:
       self.assertEqual(ev.evaluate(TASK, GOOD, 0).reward, 1.0)
-      ev._loop.run_until_complete(ev._session._browser.close())  # the browser goes away
+      os.killpg(ev._session.cdp.connection.process.pid, signal.SIGKILL)  # the browser dies
       self.assertEqual(ev.evaluate(TASK, GOOD, 1).reward, 1.0)
       self.assertGreaterEqual(ev._session.restarts, 1)
     finally:

@@ -213,7 +213,7 @@ class ExamplesTest(parameterized.TestCase):
       rewards, contexts = [], []
       for i in range(4):
         rewards.append(ev.evaluate(TASKS[item.task_id], item.response, i).reward)
-        contexts.append(id(ev._session.context))
+        contexts.append(ev._session.context_id)
     finally:
       ev.close()
     self.assertEqual(rewards, [1.0] * 4)

@@ -231,7 +231,7 @@ class Agent:
     found = await self._target(args.get("target"))
     if "error" in found:
       return found["error"]
-    await self.session.call(self.session.page.mouse.click(found["x"], found["y"]),
+    await self.session.call(self.session.mouse.click(found["x"], found["y"]),
                             f"click {args.get('target')}")
     return None
 
@@ -239,21 +239,21 @@ class Agent:
     error = await self._click(args)
     if error is None:
       await self.session.call(
-          self.session.page.keyboard.type(str(args.get("text", ""))[:500]), "type")
+          self.session.keyboard.type(str(args.get("text", ""))[:500]), "type")
     return error
 
   async def _press(self, args: dict[str, Any]) -> str | None:
     if args.get("target") not in (None, "") and (error := await self._click(args)):
       return error
     key = str(args.get("key", ""))
-    await self.session.call(self.session.page.keyboard.press(key), f"press {key}")
+    await self.session.call(self.session.keyboard.press(key), f"press {key}")
     return None
 
   async def _scroll(self, args: dict[str, Any]) -> str | None:
     s = self.session
     w, h = s.config.viewport
-    await s.call(s.page.mouse.move(w / 2, h / 2), "scroll")
-    await s.call(s.page.mouse.wheel(float(args.get("dx") or 0), float(args.get("dy") or 0)),
+    await s.call(s.mouse.move(w / 2, h / 2), "scroll")
+    await s.call(s.mouse.wheel(float(args.get("dx") or 0), float(args.get("dy") or 0)),
                  "scroll")
     return None
 
@@ -262,7 +262,7 @@ class Agent:
     return None
 
   async def _drag(self, args: dict[str, Any]) -> str | None:
-    s, mouse = self.session, self.session.page.mouse
+    s, mouse = self.session, self.session.mouse
     source = await self._target(args.get("source"))
     if "error" in source:
       return source["error"]

@@ -27,6 +27,31 @@ LAUNCH_ARGS = (
 )
 
 
+# The switches Playwright launches headless Chromium with (the pinned version's, less
+# --disable-features/--enable-features, which page_session.py repeats with its own;
+# tests/test_browser_session.py compares them with a Playwright launch's command line).
+PLAYWRIGHT_SWITCHES = (
+  "--disable-field-trial-config", "--disable-background-networking",
+  "--disable-background-timer-throttling", "--disable-backgrounding-occluded-windows",
+  "--disable-back-forward-cache", "--disable-breakpad",
+  "--disable-component-extensions-with-background-pages", "--disable-component-update",
+  "--no-default-browser-check", "--disable-default-apps", "--disable-dev-shm-usage",
+  "--disable-edgeupdater", "--disable-extensions", "--allow-pre-commit-input",
+  "--disable-hang-monitor", "--disable-ipc-flooding-protection", "--disable-popup-blocking",
+  "--disable-prompt-on-repost", "--disable-renderer-backgrounding",
+  "--disable-updater-scheduler", "--force-color-profile=srgb", "--metrics-recording-only",
+  "--no-first-run", "--password-store=basic", "--use-mock-keychain", "--no-service-autorun",
+  "--disable-search-engine-choice-screen", "--unsafely-disable-devtools-self-xss-warnings",
+  "--enable-unsafe-swiftshader", "--edge-skip-compat-layer-relaunch",
+  "--disable-stack-profiler", "--disable-infobars", "--disable-sync", "--do-not-de-elevate",
+  "--headless", "--hide-scrollbars", "--mute-audio",
+  "--blink-settings=primaryHoverType=2,availableHoverTypes=2,primaryPointerType=4,"
+  "availablePointerTypes=4",
+  "--no-sandbox",
+)
+PLAYWRIGHT_ENABLED_FEATURES = ("CDPScreenshotNewSurface", "SkipListAccountsWithoutGaiaCookies")
+
+
 def launch_args(js_heap_mb: int) -> list[str]:
   """Chromium command-line flags, with V8's heap capped at `js_heap_mb` MiB."""
   return [*LAUNCH_ARGS, f"--js-flags=--max-old-space-size={int(js_heap_mb)}"]

@@ -3,7 +3,7 @@
 `CachedGrader(grader, directory, config=..., post_process=...)` implements `Grader`.
 A job's key is the SHA-256 of the canonical JSON of the task, the response text, the
 evaluator config, the post-process name and `code_version(post_process)` (a hash of the
-grading code's source files, the Playwright version and the Chromium binary), so a code
+grading code's source files and the Chromium binary), so a code
 change never serves an old record. Records live one per key in `DIR/KEY[:2]/KEY.json`,
 written to a temporary file and renamed (atomic), so several processes (a resumed run,
 every arm of a seed) share one directory safely. A hit is the stored record with this
@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-import importlib.metadata
 import json
 import os
 import pathlib
@@ -99,16 +98,12 @@ def grading_files(post_process: str | None) -> list[pathlib.Path]:
 
 @functools.lru_cache(maxsize=None)
 def code_version(post_process: str | None) -> str:
-  """A hash of the grading code (`grading_files`), Playwright's version and the Chromium
-  binary (path, size, mtime); computed once per process and post-process."""
+  """A hash of the grading code (`grading_files`) and the Chromium binary (path, size,
+  mtime); computed once per process and post-process."""
   h = hashlib.sha256()
   for path in grading_files(post_process):
     h.update(str(path.relative_to(_PACKAGE.parent)).encode() + b"\0")
     h.update(path.read_bytes() + b"\0")
-  try:
-    h.update(importlib.metadata.version("playwright").encode())
-  except importlib.metadata.PackageNotFoundError:
-    h.update(b"no playwright")
   chromium = find_chromium()
   if chromium:
     st = os.stat(os.path.realpath(chromium))

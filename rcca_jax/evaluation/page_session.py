@@ -1,11 +1,18 @@
 """One contained browser page for evaluating apps: lifecycle, routing, deadlines, recovery.
 
-A `PageSession` owns a Chromium, a context and one reused page with a DevTools (CDP)
-session attached at page creation. Each `load()` serves the app from a new fake origin
-(`http://app-<n>.rcca.invalid/`) through request routing, so storage never leaks between
-loads, and aborts every other request. Every browser call goes through `call()`, which
-puts a deadline on it; when the deadline passes the running script is terminated over the
-CDP session, and if the page stays unresponsive the context is rebuilt.
+A `PageSession` owns a Chromium (driven over its DevTools pipe, `cdp.py`), a browser
+context and one reused page whose DevTools (CDP) session exists before the page runs
+anything. Each `load()` serves the app from a new fake origin
+(`http://app-<n>.rcca.invalid/`) through the `Fetch` domain, so storage never leaks
+between loads, and fails every other request. Every browser call goes through `call()`,
+which puts a deadline on it; when the deadline passes the running script is terminated
+over the CDP session, and if the page stays unresponsive the context is rebuilt.
+
+The page is set up as Playwright sets up a page of a new context (the same launch
+switches, viewport, focus emulation, fonts and media features; `tests/test_browser_session`
+checks the switches against Playwright's), without what Playwright adds for its own
+bookkeeping: network and lifecycle events, its utility world and injected scripts in
+every document, and a second session per page.
 
 A load costs two calls (navigate, serve the document): Chromium itself creates the
 checker's isolated world in every new document (its id arrives as an event), and a script
@@ -16,25 +23,38 @@ one frame and a timer turn have passed.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
 import re
 import time
 from typing import Any, Awaitable, Callable
 
-from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import async_playwright
-
 from rcca_jax.evaluation import browser as browser_lib
+from rcca_jax.evaluation import cdp as cdp_lib
 from rcca_jax.evaluation import hang_locator
+from rcca_jax.evaluation import input_events
 from rcca_jax.evaluation.config import EvalConfig
 
 APP_HOST_SUFFIX = ".rcca.invalid"
 _CLOSE_TIMEOUT = 3.0
+_LAUNCH_TIMEOUT = 30.0
+_POPUP_GRACE = 0.5   # s a popup may take to commit its first document before it is closed
 _PROBE_TIMEOUT = 1.0
 _MAX_LOG = 50  # per kind and load, so a flood of console calls cannot grow memory
 _WORLD_NAME = "rcca"
 _SETTLED_BINDING = "__rccaSettled"
+_AUTO_ATTACH = {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True}
+_FETCH_ALL = {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}
+# What Playwright sets on every new page (its defaults for a context without options).
+_FONT_FAMILIES = {"standard": "Times New Roman", "fixed": "Monospace", "serif": "Times New Roman",
+                  "sansSerif": "Arial", "cursive": "Comic Sans MS", "fantasy": "Impact"}
+_MEDIA_FEATURES = [{"name": "prefers-color-scheme", "value": "light"},
+                   {"name": "prefers-reduced-motion", "value": "no-preference"},
+                   {"name": "forced-colors", "value": "none"},
+                   {"name": "prefers-contrast", "value": "no-preference"}]
+_FAVICON = re.compile(r"/favicon\.ico(#.*)?$")
+_WEBSOCKET_FAILED = re.compile(r"WebSocket connection to '([^']*)' failed")
 
 # Chromium keeps only the last --disable-features switch, so ours repeats the features
 # Playwright turns off (chromiumSwitches.ts of the pinned version; a test checks them).
@@ -143,17 +163,21 @@ class PageSession:
 
   def __init__(self, config: EvalConfig):
     self.config = config
-    self._pw = None
-    self._browser = None
-    self.context = None
-    self.page = None
-    self.cdp = None
+    self._conn: cdp_lib.Connection | None = None
+    self._context_id: str | None = None
+    self._target_id: str | None = None
+    self._page_attached: asyncio.Future | None = None
+    self.cdp: cdp_lib.Session | None = None
+    self.mouse: input_events.Mouse | None = None
+    self.keyboard: input_events.Keyboard | None = None
     self.hangs: hang_locator.HangLocator | None = None
     self.log = PageLog()
     self._html = ""
     self._app_url = ""
     self._frame_id: str | None = None
     self._world: int | None = None
+    self._loaded: asyncio.Future | None = None
+    self._committed = False
     self._settled: asyncio.Future | None = None
     self._crashed = False
     self._gone = False
@@ -167,89 +191,164 @@ class PageSession:
     path = browser_lib.find_chromium()
     if path is None:
       raise RuntimeError("no Chromium found (set RCCA_CHROMIUM or run `make browser`)")
-    if self._pw is None:
-      self._pw = await async_playwright().start()
-    args = [*browser_lib.launch_args(self.config.js_heap_mb),
-            f"--disable-features={','.join(DISABLED_FEATURES)}"]
-    self._browser = await self._pw.chromium.launch(executable_path=path, args=args,
-                                                   timeout=30000)
+    args = [*browser_lib.PLAYWRIGHT_SWITCHES, *browser_lib.launch_args(self.config.js_heap_mb),
+            f"--disable-features={','.join(DISABLED_FEATURES)}",
+            f"--enable-features={','.join(browser_lib.PLAYWRIGHT_ENABLED_FEATURES)}"]
+    self._conn = await cdp_lib.launch(path, args, _LAUNCH_TIMEOUT)
     self._gone = False
-    self._browser.on("disconnected",
-                     lambda _: self._on_dead("_gone", BrowserGone("the browser disconnected")))
+    self._conn.on_close(
+        lambda: self._on_dead("_gone", BrowserGone("the browser disconnected")))
+    self._conn.browser.on("Target.attachedToTarget", self._on_attached_to_browser)
+    self._conn.browser.on("Target.detachedFromTarget", self._on_detached_from_browser)
+    # Every new page (ours and popups) is attached and held before it runs anything.
+    await self._conn.browser.send("Target.setAutoAttach", _AUTO_ATTACH)
     await self._new_context()
 
   async def close(self) -> None:
     """Closes everything; never raises and never blocks for long."""
-    for closer in (self._close_context, self._close_browser):
-      try:
-        await closer()
-      except Exception:  # pylint: disable=broad-except
-        pass
-    if self._pw is not None:
-      try:
-        await asyncio.wait_for(self._pw.stop(), _CLOSE_TIMEOUT)
-      except Exception:  # pylint: disable=broad-except
-        pass
-      self._pw = None
+    try:
+      await self._close_context()
+    except Exception:  # pylint: disable=broad-except
+      pass
+    await self._close_browser()
 
   async def _close_browser(self) -> None:
-    if self._browser is not None:
-      browser, self._browser = self._browser, None
-      await asyncio.wait_for(browser.close(), _CLOSE_TIMEOUT)
+    if self._conn is not None:
+      conn, self._conn = self._conn, None
+      try:
+        await conn.close(_CLOSE_TIMEOUT)
+      except Exception:  # pylint: disable=broad-except
+        conn.kill()
 
   async def _close_context(self) -> None:
-    if self.context is not None:
-      ctx, self.context, self.page, self.cdp = self.context, None, None, None
-      self.hangs = None
-      await asyncio.wait_for(ctx.close(), _CLOSE_TIMEOUT)
+    if self._context_id is not None:
+      context, self._context_id = self._context_id, None
+      self.cdp = self.mouse = self.keyboard = self.hangs = None
+      self._target_id = None
+      await asyncio.wait_for(self._conn.browser.send(
+          "Target.disposeBrowserContext", {"browserContextId": context}), _CLOSE_TIMEOUT)
 
   async def _new_context(self) -> None:
-    width, height = self.config.viewport
-    self.context = await self._browser.new_context(
-        viewport={"width": width, "height": height}, service_workers="block",
-        accept_downloads=False)
-    await self.context.route("**/*", self._route)
-    await self.context.route_web_socket(re.compile(".*"), self._route_web_socket)
-    self.page = await self.context.new_page()
-    self.context.on("page", self._on_page)  # after ours exists: every later page is a popup
+    browser = self._conn.browser
+    context = (await browser.send("Target.createBrowserContext",
+                                  {"disposeOnDetach": True}))["browserContextId"]
+    self._context_id = context
+    self._page_attached = asyncio.get_running_loop().create_future()
+    results = await asyncio.gather(
+        browser.send("Browser.setDownloadBehavior",
+                     {"behavior": "deny", "browserContextId": context}),
+        browser.send("Target.createTarget",
+                     {"url": "about:blank", "browserContextId": context}))
+    self._target_id = results[1]["targetId"]
+    session = await asyncio.wait_for(self._page_attached, _CLOSE_TIMEOUT)
+    self._page_attached = None
     self._crashed = False
-    self.page.on("crash", lambda _: self._on_dead("_crashed", PageCrashed("the tab crashed")))
-    self.page.on("dialog", self._on_dialog)
-    self.page.on("framenavigated", self._on_frame_navigated)
-    self.cdp = await self.context.new_cdp_session(self.page)
-    self.cdp.on("Runtime.exceptionThrown", self._on_exception)
-    self.cdp.on("Runtime.consoleAPICalled", self._on_console)
-    self.cdp.on("Runtime.executionContextCreated", self._on_context_created)
-    self.cdp.on("Runtime.bindingCalled", self._on_binding_called)
-    self.hangs = hang_locator.make(self.config.hang_locator, self.cdp)
+    self.cdp = session
+    self.mouse = input_events.Mouse(session.send)
+    self.keyboard = input_events.Keyboard(session.send)
+    for event, handler in (
+        ("Runtime.exceptionThrown", self._on_exception),
+        ("Runtime.consoleAPICalled", self._on_console),
+        ("Runtime.executionContextCreated", self._on_context_created),
+        ("Runtime.bindingCalled", self._on_binding_called),
+        ("Log.entryAdded", self._on_log_entry),
+        ("Page.javascriptDialogOpening", lambda e: self._on_dialog(session, e)),
+        ("Page.frameNavigated", self._on_frame_navigated),
+        ("Page.loadEventFired", self._on_load_event),
+        ("Inspector.targetCrashed", lambda _: self._on_crash(session)),
+        ("Target.attachedToTarget", self._on_attached_to_page),
+        ("Fetch.requestPaused", lambda e: self._on_request(session, e))):
+      session.on(event, handler)
+    self.hangs = hang_locator.make(self.config.hang_locator, session)
     source = _ON_NEW_DOCUMENT_JS % (_SETTLE_JS, json.dumps(self.config.settle_ms),
                                     _SETTLED_BINDING)
+    width, height = self.config.viewport
     # Sent together (Chromium handles them in order); new-document scripts need Page on.
     results = await asyncio.gather(
-        self.cdp.send("Runtime.enable"), self.cdp.send("Page.enable"),
-        self.cdp.send("Runtime.addBinding", {"name": _SETTLED_BINDING,
-                                             "executionContextName": _WORLD_NAME}),
-        self.cdp.send("Page.addScriptToEvaluateOnNewDocument", {
+        session.send("Page.enable"), session.send("Runtime.enable"),
+        session.send("Log.enable"), session.send("Fetch.enable", _FETCH_ALL),
+        session.send("Target.setAutoAttach", _AUTO_ATTACH),
+        session.send("Emulation.setFocusEmulationEnabled", {"enabled": True}),
+        session.send("Emulation.setDeviceMetricsOverride", {
+            "mobile": False, "width": width, "height": height, "screenWidth": width,
+            "screenHeight": height, "deviceScaleFactor": 1,
+            "screenOrientation": {"angle": 0, "type": "landscapePrimary"}}),
+        session.send("Page.setFontFamilies", {"fontFamilies": _FONT_FAMILIES}),
+        session.send("Emulation.setEmulatedMedia", {"media": "", "features": _MEDIA_FEATURES}),
+        session.send("Runtime.addBinding", {"name": _SETTLED_BINDING,
+                                            "executionContextName": _WORLD_NAME}),
+        session.send("Page.addScriptToEvaluateOnNewDocument", {
             "source": source, "worldName": _WORLD_NAME}),
-        self.cdp.send("Page.getFrameTree"), *self.hangs.setup())
-    self._frame_id = results[4]["frameTree"]["frame"]["id"]
+        session.send("Page.getFrameTree"),
+        browser.send("Browser.getWindowForTarget", {"targetId": self._target_id}),
+        *self.hangs.setup())
+    self._frame_id = results[11]["frameTree"]["frame"]["id"]
+    await asyncio.gather(
+        browser.send("Browser.setWindowBounds", {
+            "windowId": results[12]["windowId"],
+            "bounds": {"width": width, "height": height}}),
+        session.send("Runtime.runIfWaitingForDebugger"))
     self._apps_in_context = 0
 
   async def reset(self) -> None:
     """Rebuilds the context (and the browser if it is gone or will not close)."""
     self.restarts += 1
     try:
-      if self._gone:
+      if self._gone or self._conn is None:
         raise BrowserGone("browser disconnected")
       await self._close_context()
       await self._new_context()
     except Exception:  # pylint: disable=broad-except
-      self.context = self.page = self.cdp = None
-      try:
-        await self._close_browser()
-      except Exception:  # pylint: disable=broad-except
-        self._browser = None
+      self._context_id = None
+      self.cdp = self.mouse = self.keyboard = self.hangs = None
+      await self._close_browser()
       await self.start()
+
+  # -- targets -----------------------------------------------------------------------
+  def _on_attached_to_browser(self, event: dict) -> None:
+    info, session = event["targetInfo"], self._conn.session(event["sessionId"])
+    if info["type"] != "page":
+      session.send("Runtime.runIfWaitingForDebugger").add_done_callback(_ignore_result)
+    elif (self._page_attached is not None and not self._page_attached.done()
+          and info.get("browserContextId") == self._context_id):
+      self._page_attached.set_result(session)   # ours: nothing else runs while we wait
+    else:
+      self._popup_opened(session, info)
+
+  def _popup_opened(self, session: cdp_lib.Session, info: dict) -> None:
+    """A popup may share the app's renderer, which it holds while it waits, so it is
+    released, with its requests failed like the app's, and closed as soon as it asks
+    for its first document (logged by that URL) or after `_POPUP_GRACE` s."""
+    log, closed = self.log, False
+
+    def close(url: str) -> None:
+      nonlocal closed
+      if not closed:
+        closed = True
+        self._append(log.popups, url)
+        self._conn.browser.send("Target.closeTarget", {"targetId": info["targetId"]}
+                                ).add_done_callback(_ignore_result)
+
+    session.on("Fetch.requestPaused", lambda e: self._on_request(session, e))
+    session.on("Page.frameRequestedNavigation", lambda e: close(e.get("url", "")))
+    for method, params in (("Fetch.enable", _FETCH_ALL), ("Page.enable", None),
+                           ("Runtime.runIfWaitingForDebugger", None)):
+      session.send(method, params).add_done_callback(_ignore_result)
+    asyncio.get_running_loop().call_later(
+        _POPUP_GRACE, lambda: close(info.get("url") or "about:blank"))
+
+  def _on_detached_from_browser(self, event: dict) -> None:
+    if self.cdp is not None and event.get("sessionId") == self.cdp.session_id:
+      self._on_dead("_crashed", PageCrashed("the tab was closed"))
+
+  def _on_attached_to_page(self, event: dict) -> None:
+    # An out-of-process frame or a worker of the app: its requests are failed too.
+    child = self._conn.session(event["sessionId"])
+    child.on("Fetch.requestPaused", lambda e: self._on_request(child, e))
+    child.on("Target.attachedToTarget", self._on_attached_to_page)
+    for method, params in (("Fetch.enable", _FETCH_ALL), ("Target.setAutoAttach", _AUTO_ATTACH),
+                           ("Runtime.runIfWaitingForDebugger", None)):
+      child.send(method, params).add_done_callback(_ignore_result)
 
   # -- event handlers ----------------------------------------------------------------
   def _append(self, items: list, item: Any) -> None:
@@ -270,10 +369,24 @@ class PageSession:
     self._append(self.log.console_errors,
                  ConsoleError(" ".join(parts)[:500], _frames(event.get("stackTrace"))))
 
+  def _on_log_entry(self, event: dict) -> None:
+    # WebSockets never reach the Fetch domain; the dead proxy fails them, and Chromium
+    # reports each failed connection here.
+    entry = event.get("entry", {})
+    match = _WEBSOCKET_FAILED.match(entry.get("text", ""))
+    if entry.get("source") == "network" and match:
+      self._append(self.log.blocked, {"url": match.group(1)[:300], "type": "websocket"})
+
+  def _on_crash(self, session: cdp_lib.Session) -> None:
+    self._on_dead("_crashed", PageCrashed("the tab crashed"))
+    # The dead renderer answers nothing more: what waits on it fails now, not at its deadline.
+    session.connection.fail_pending(session.session_id, "the tab crashed")
+
   def _on_dead(self, flag: str, error: Exception) -> None:
     setattr(self, flag, True)
-    if self._settled is not None and not self._settled.done():  # a load waits for the page
-      self._settled.set_exception(error)
+    for waiter in (self._loaded, self._settled, self._page_attached):
+      if waiter is not None and not waiter.done():  # a load waits for the page
+        waiter.set_exception(error)
 
   def _on_context_created(self, event: dict) -> None:
     context = event.get("context", {})
@@ -289,74 +402,71 @@ class PageSession:
         and self._settled is not None and not self._settled.done()):
       self._settled.set_result(None)
 
-  async def _on_dialog(self, dialog) -> None:
+  def _on_dialog(self, session: cdp_lib.Session, event: dict) -> None:
     # A `beforeunload` prompt comes from our own next load leaving the page; it is not
     # something the app showed its user, and `self.log` already belongs to the next load.
-    if dialog.type != "beforeunload":
-      self._append(self.log.dialogs, {"type": dialog.type, "message": dialog.message[:300]})
-    try:
-      if dialog.type == "prompt":
-        await dialog.accept(self.config.prompt_answer)
-      elif dialog.type == "confirm" and not self.config.accept_confirm:
-        await dialog.dismiss()
-      else:
-        await dialog.accept()
-    except PlaywrightError:
-      pass
+    kind = event.get("type", "")
+    if kind != "beforeunload":
+      self._append(self.log.dialogs, {"type": kind, "message": event.get("message", "")[:300]})
+    answer: dict[str, Any] = {"accept": True}
+    if kind == "prompt":
+      answer["promptText"] = self.config.prompt_answer
+    elif kind == "confirm" and not self.config.accept_confirm:
+      answer["accept"] = False
+    session.send("Page.handleJavaScriptDialog", answer).add_done_callback(_ignore_result)
 
-  async def _on_page(self, page) -> None:
-    if page is self.page:
+  def _on_frame_navigated(self, event: dict) -> None:
+    # Requests to other URLs are failed (and logged) in _on_request; what still commits
+    # here is a document that needs no request (about:blank, an error page).
+    frame = event.get("frame", {})
+    if frame.get("id") != self._frame_id or not self._app_url:
       return
-    self._append(self.log.popups, page.url)
-    try:
-      await asyncio.wait_for(page.close(), _CLOSE_TIMEOUT)
-    except Exception:  # pylint: disable=broad-except
-      pass
+    url = frame.get("url", "") + frame.get("urlFragment", "")
+    if url == self._app_url:
+      self._committed = True
+    elif not url.startswith(self._app_url):
+      self._append(self.log.navigations, url)
 
-  def _on_frame_navigated(self, frame) -> None:
-    # Requests to other URLs are aborted (and logged) in _route; what still commits here
-    # is a document that needs no request (about:blank, an error page). Same-document
-    # changes (hash, history.pushState) keep the app's origin and are fine.
-    if (self._app_url and self.page is not None and frame == self.page.main_frame
-        and not frame.url.startswith(self._app_url)):
-      self._append(self.log.navigations, frame.url)
+  def _on_load_event(self, event: dict) -> None:
+    del event
+    if self._committed and self._loaded is not None and not self._loaded.done():
+      self._loaded.set_result(None)
 
-  async def _route(self, route) -> None:
-    request = route.request
-    try:
-      navigation = request.is_navigation_request()
-      main = navigation and request.frame == self.page.main_frame
-    except Exception:  # pylint: disable=broad-except
-      navigation = main = False
-    try:
-      if main and request.url == self._app_url:
-        await route.fulfill(status=200, content_type="text/html; charset=utf-8",
-                            body=self._html)
-        return
+  def _on_request(self, session: cdp_lib.Session, event: dict) -> None:
+    url, kind = event["request"]["url"], event.get("resourceType", "Other")
+    navigation = kind == "Document"
+    main = navigation and event.get("frameId") == self._frame_id and session is self.cdp
+    if main and url == self._app_url:
+      body = self._html.encode()
+      answer = session.send("Fetch.fulfillRequest", {
+          "requestId": event["requestId"], "responseCode": 200, "responsePhrase": "OK",
+          "responseHeaders": [{"name": "content-type", "value": "text/html; charset=utf-8"},
+                              {"name": "content-length", "value": str(len(body))}],
+          "body": base64.b64encode(body).decode()})
+    else:
+      # The browser's own requests are not the app's: its favicon fetch, and DevTools
+      # fetching the document again for its text (the CSS domain; no Referer).
+      own = _FAVICON.search(url) or (kind == "Other" and url == self._app_url
+                                     and "Referer" not in event["request"].get("headers", {}))
       if main:
-        self._append(self.log.navigations, request.url)
-      else:
-        self._append(self.log.blocked, {"url": request.url[:300],
-                                        "type": request.resource_type})
-      # ERR_ABORTED leaves the current document in place (no error page).
-      await route.abort("aborted" if navigation else "blockedbyclient")
-    except PlaywrightError:
-      pass
-
-  def _route_web_socket(self, ws) -> None:
-    self._append(self.log.blocked, {"url": ws.url[:300], "type": "websocket"})
-    asyncio.ensure_future(self._close_ws(ws))
-
-  async def _close_ws(self, ws) -> None:
-    try:
-      await asyncio.wait_for(ws.close(code=1008, reason="blocked"), _CLOSE_TIMEOUT)
-    except Exception:  # pylint: disable=broad-except
-      pass
+        self._append(self.log.navigations, url)
+      elif not own:
+        self._append(self.log.blocked, {"url": url[:300], "type": kind.lower()})
+      # Aborted leaves the current document in place (no error page).
+      answer = session.send("Fetch.failRequest", {
+          "requestId": event["requestId"],
+          "errorReason": "Aborted" if navigation or own else "BlockedByClient"})
+    answer.add_done_callback(_ignore_result)
 
   # -- calls with deadlines ----------------------------------------------------------
   @property
   def crashed(self) -> bool:
     return self._crashed
+
+  @property
+  def context_id(self) -> str | None:
+    """The current browser context (a new one after each `reset`)."""
+    return self._context_id
 
   @property
   def isolated_world(self) -> int | None:
@@ -371,12 +481,12 @@ class PageSession:
     except asyncio.TimeoutError:
       await self._recover_from_hang()
       raise CallTimeout(f"{what} did not finish within {timeout:g}s (script hang?)") from None
-    except PlaywrightError as e:
+    except (cdp_lib.ProtocolError, cdp_lib.Disconnected, input_events.UnknownKey) as e:
       self._raise_if_dead()
       raise JsError(str(e).split("\n")[0]) from None
 
   def _raise_if_dead(self) -> None:
-    if self._gone or (self._browser is not None and not self._browser.is_connected()):
+    if self._gone or self._conn is None or self._conn.closed:
       self._gone = True
       raise BrowserGone("the browser disconnected")
     if self._crashed:
@@ -460,29 +570,36 @@ class PageSession:
   # -- loading -----------------------------------------------------------------------
   async def begin_app(self) -> None:
     """Called before each app: rebuilds the context every `recycle_context_after` apps."""
-    if self.context is None or self._gone:
+    if self.cdp is None or self._gone:
       await self.reset()
     elif self._apps_in_context >= self.config.recycle_context_after:
       await self.reset()
       self.restarts -= 1  # planned recycling is not a failure restart
     self._apps_in_context += 1
 
+  async def _navigate(self, url: str) -> None:
+    """Navigates the main frame and waits for the new document's load event."""
+    answer = await self.cdp.send("Page.navigate", {"url": url, "frameId": self._frame_id})
+    if answer.get("errorText"):
+      raise JsError(f"{answer['errorText']} at {url}")
+    await self._loaded
+
   async def load(self, html: str) -> LoadResult:
     """Loads `html` on a fresh origin; failures are reported, never raised (but crashes)."""
-    if self.context is None or self._gone:
+    if self.cdp is None or self._gone:
       await self.reset()
     self._loads += 1
     self._html = html
     self._app_url = f"http://app-{self._loads}{APP_HOST_SUFFIX}/"
     self.log = PageLog(url=self._app_url)
     self._world = None
-    self._settled = asyncio.get_running_loop().create_future()
+    self._committed = False
+    loop = asyncio.get_running_loop()
+    self._loaded, self._settled = loop.create_future(), loop.create_future()
     start = time.monotonic()
     await self.hangs.on_load()
-    goto = self.page.goto(self._app_url, wait_until="load",
-                          timeout=self.config.load_timeout * 1000 + 1000)
     try:
-      await self.call(goto, "page load", self.config.load_timeout)
+      await self.call(self._navigate(self._app_url), "page load", self.config.load_timeout)
       # Events arrive in order: the app's exceptions up to here are logged before this.
       await self.call(self._settled, "settle")
     except CallTimeout as e:
@@ -490,5 +607,14 @@ class PageSession:
     except JsError as e:
       return LoadResult(False, f"page load failed: {e}", time.monotonic() - start)
     finally:
-      self._settled = None
+      for waiter in (self._loaded, self._settled):
+        if waiter.done():
+          _ignore_result(waiter)   # a crash fails both; only one was awaited
+      self._loaded = self._settled = None
     return LoadResult(True, None, time.monotonic() - start)
+
+
+def _ignore_result(future: asyncio.Future) -> None:
+  """For commands nobody awaits: retrieves the outcome so a failure is not reported."""
+  if not future.cancelled():
+    future.exception()

@@ -1,10 +1,11 @@
 """Runs one rubric's DSL steps on a loaded page and decides pass / severity
 (docs/method.md#2-gated-reward).
 
-Actions dispatch real input events (CDP `Input.*` through Playwright's mouse and
-keyboard) at the target's centre after one DOM read that checks existence, visibility,
-enabled state and hit-testing; this avoids Playwright's per-document actionability
-machinery (~150 ms on each fresh page) while keeping the events trusted. DOM reads run
+Actions dispatch real input events (CDP `Input.*`, `input_events.py`, as Playwright's
+mouse and keyboard send them) at the target's centre after one DOM read that checks
+existence, visibility, enabled state and hit-testing; this avoids Playwright's
+per-document actionability machinery (~150 ms on each fresh page) while keeping the
+events trusted. DOM reads run
 in an isolated world. After an action the page settles (one frame and a timer turn)
 inside the next DOM read, in the same browser call; what happens meanwhile (an uncaught
 exception, a hang) is the action's. Severities: `critical` when a target matches nothing
@@ -254,7 +255,7 @@ class RubricRunner:
     return t
 
   async def _act(self, i: int, step: Any) -> None:
-    s, page = self.session, self.session.page
+    s = self.session
     verb = step.verb
     if verb == "wait":
       await self._settle_owed()
@@ -268,18 +269,18 @@ class RubricRunner:
     t = await self._target(i, step, use_label=verb in ("check", "uncheck"))
     xy = (t["x"], t["y"])
     if verb == "click":
-      await s.call(page.mouse.click(*xy), f"click {step.selector}")
+      await s.call(s.mouse.click(*xy), f"click {step.selector}")
     elif verb == "dblclick":
-      await s.call(page.mouse.dblclick(*xy), f"dblclick {step.selector}")
+      await s.call(s.mouse.dblclick(*xy), f"dblclick {step.selector}")
     elif verb == "hover":
-      await s.call(page.mouse.move(*xy), f"hover {step.selector}")
+      await s.call(s.mouse.move(*xy), f"hover {step.selector}")
     elif verb in ("check", "uncheck"):
       if t["type"] not in ("checkbox", "radio"):
         raise _Stop(Failure(i, "critical", f"{verb}: {step.selector!r} is not a checkbox or radio",
                             selector=step.selector, element=t["info"]))
       want = verb == "check"
       if t["checked"] != want:
-        await s.call(page.mouse.click(*xy), f"{verb} {step.selector}")
+        await s.call(s.mouse.click(*xy), f"{verb} {step.selector}")
         after = await s.js("(sel) => !!document.querySelector(sel)?.checked", step.selector)
         if after != want:
           raise _Stop(Failure(i, "critical", f"{verb}: clicking {step.selector!r} did not "
@@ -293,9 +294,9 @@ class RubricRunner:
       else:
         await s.js(_FOCUS_SELECT_JS, step.selector, what=f"focus {step.selector}")
         if step.value:
-          await s.call(page.keyboard.insert_text(step.value), f"fill {step.selector}")
+          await s.call(s.keyboard.insert_text(step.value), f"fill {step.selector}")
         else:
-          await s.call(page.keyboard.press("Delete"), f"fill {step.selector}")
+          await s.call(s.keyboard.press("Delete"), f"fill {step.selector}")
     elif verb == "select":
       if not t["is_select"]:
         raise _Stop(Failure(i, "critical", f"select: {step.selector!r} is not a <select>",
@@ -313,7 +314,7 @@ class RubricRunner:
 
   async def _press(self, key: str) -> None:
     try:
-      await self.session.call(self.session.page.keyboard.press(key), f"press {key}")
+      await self.session.call(self.session.keyboard.press(key), f"press {key}")
     except JsError as e:
       if "Unknown key" in str(e):
         raise _CheckError(f"unknown key {key!r}") from None
