@@ -1,8 +1,8 @@
 """A pool of evaluation worker processes, each with its own browser.
 
-Workers are started with the `spawn` method, each in its own process group (killing
-the group kills the Playwright driver; Chromium, which Playwright puts in a group of its
-own, is found through /proc and killed by pid). The parent enforces a wall-clock
+Workers are started with the `spawn` method, each in its own process group; Chromium,
+which `cdp.launch` starts in a session and group of its own, is found through /proc and
+killed by pid. The parent enforces a wall-clock
 deadline per response: a worker that overruns is killed (SIGTERM, then SIGKILL) and
 replaced, and the response still gets a record (format/source computed in the parent,
 runtime failed with the reason). Workers are recycled after a number of apps. Results
@@ -50,7 +50,7 @@ def resolve_post_process(spec: str | None) -> Callable[[dict, str], dict] | None
 def descendants(pid: int) -> list[int]:
   """Pids of all live descendants of `pid` (Linux /proc; empty elsewhere).
 
-  Playwright starts Chromium in a process group of its own, so killing the worker's
+  Chromium runs in a process group of its own (`cdp.launch`), so killing the worker's
   group alone would leave the browser to notice its closed pipe; we kill it directly.
   """
   children: dict[int, list[int]] = {}
