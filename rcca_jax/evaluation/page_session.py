@@ -321,12 +321,14 @@ class PageSession:
     for its first document (logged by that URL) or after `_POPUP_GRACE` s."""
     log, closed = self.log, False
 
+    conn = self._conn
+
     def close(url: str) -> None:
       nonlocal closed
-      if not closed:
+      if not closed and not conn.closed:
         closed = True
         self._append(log.popups, url)
-        self._conn.browser.send("Target.closeTarget", {"targetId": info["targetId"]}
+        conn.browser.send("Target.closeTarget", {"targetId": info["targetId"]}
                                 ).add_done_callback(_ignore_result)
 
     session.on("Fetch.requestPaused", lambda e: self._on_request(session, e))
