@@ -149,9 +149,20 @@ def _done(workdir: str, stage: str, step: int) -> bool:
 
 
 def _run(config: ml_collections.ConfigDict, workdir: str) -> float:
+  """Trains one run; a policy that diverges (non-finite log-probs) ends its run with
+  `ablation_report.DIVERGED` written, so the sweep goes on and a resume does not repeat
+  it."""
+  from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
+  from rcca_jax.rl import batching  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
   t0 = time.time()
-  trainer_lib.Trainer(config, workdir).train()
+  try:
+    trainer_lib.Trainer(config, workdir).train()
+  except batching.NonFiniteBatch as e:
+    steps = [int(r["step"]) for r in read_rows(workdir) if r.get("stage") == "rl"]
+    with open(os.path.join(workdir, ablation_report.DIVERGED), "w", encoding="utf-8") as f:
+      json.dump({"error": str(e), "rl_steps_done": max(steps, default=0)}, f)
+    print(f"{workdir}: diverged after RL step {max(steps, default=0)} ({e})", flush=True)
   return time.time() - t0
 
 
@@ -177,7 +188,8 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int) -> dict[str
       _save_walls(workdir, walls)
     for arm in arms:
       arm_dir = os.path.join(workdir, f"seed_{seed}", arm)
-      if _done(arm_dir, "rl", config.rl.num_steps):
+      if _done(arm_dir, "rl", config.rl.num_steps) or os.path.exists(
+          os.path.join(arm_dir, ablation_report.DIVERGED)):
         continue
       target = os.path.join(arm_dir, "checkpoints", "sft")
       if not os.path.exists(target):

@@ -59,6 +59,10 @@ def _point(row: Mapping[str, Any], eval_dir: Optional[str] = None) -> dict[str, 
   return out
 
 
+# Written in a run's directory when its policy diverged (`ablation._run`).
+DIVERGED = "diverged.json"
+
+
 def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
             ) -> dict[str, Any]:
   """The summary of whatever runs of `workdir` have results so far."""
@@ -75,6 +79,12 @@ def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
       if not sft:
         continue
       arm_dir = os.path.join(workdir, f"seed_{seed}", arm)
+      diverged = os.path.join(arm_dir, DIVERGED)
+      if os.path.exists(diverged):   # no p_bug after it diverged: left out of comparisons
+        with open(diverged, encoding="utf-8") as f:
+          out.setdefault("diverged", {}).setdefault(arm, []).append(
+              {"seed": seed, **json.load(f)})
+        continue
       rows = read_rows(arm_dir)
       rl = [r for r in rows if r.get("stage") == "rl"]
       evals = [dict(step=int(r["step"]), **_point(
@@ -456,6 +466,11 @@ def markdown(summary: Mapping[str, Any]) -> str:
         xs = [r["rl"][k] for r in runs if k in r.get("rl", {})]
         vals.append(fmt(float(np.mean(xs)) if xs else None))
       lines.append(f"| {arm} | " + " | ".join(vals) + " |")
+  for arm, runs in (summary.get("diverged") or {}).items():
+    for run in runs:
+      lines += ["", f"**{arm}, seed {run['seed']}: diverged** after RL step "
+                f"{run['rl_steps_done']} ({run['error']}); left out of this table's "
+                f"comparisons, which pair the other seeds."]
   if summary.get("tasks"):
     lines += ["", "Greedy dev outcome per task, over seeds (passed / seeds; how often it "
               "wrote the known bug):", "", task_markdown(summary["tasks"], list(arms))]

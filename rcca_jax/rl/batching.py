@@ -8,6 +8,11 @@ from typing import Any, Mapping
 import numpy as np
 
 
+
+class NonFiniteBatch(ValueError):
+  """A batch with NaN or inf where numbers must be finite (e.g. log-probs of a policy
+  whose parameters diverged)."""
+
 def numpy_batch(batch: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
   """Checks a host batch and returns the arrays the step uses, in its dtypes.
 
@@ -42,5 +47,5 @@ def numpy_batch(batch: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, np
       bad = ~np.isfinite(x)
     if bad.any():
       rows = sorted(set(np.nonzero(bad.reshape(bad.shape[0], -1))[0].tolist()))
-      raise ValueError(f"{name} has non-finite values in rows {rows}")
+      raise NonFiniteBatch(f"{name} has non-finite values in rows {rows}")
   return out
