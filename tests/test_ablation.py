@@ -127,6 +127,18 @@ class ReportTest(absltest.TestCase):
     self.assertEqual(c["grpo"]["steps_to_baseline_final"], [None, 2])
     self.assertNotIn("paired_pass_rate_diff", c["grpo"])
 
+  def test_a_diverged_run_is_listed_and_left_out_of_the_pairing(self):
+    with open(os.path.join(self.dir, "seed_1", "rcca", ablation_report.DIVERGED), "w",
+              encoding="utf-8") as f:
+      json.dump({"error": "old_logp has non-finite values in rows [0]",
+                 "rl_steps_done": 1}, f)
+    summary = ablation_report.collect(self.dir, ["grpo", "rcca"], 2)
+    self.assertEqual([r["seed"] for r in summary["arms"]["rcca"]], [0])
+    self.assertEqual(summary["diverged"]["rcca"][0]["seed"], 1)
+    self.assertEqual(summary["comparison"]["rcca"]["paired_pass_rate_diff_per_seed"], [0.25])
+    self.assertIn("**rcca, seed 1: diverged** after RL step 1",
+                  ablation_report.markdown(summary))
+
   def test_written_outputs(self):
     ablation_report.write_all(self.dir, self.summary)
     with open(os.path.join(self.dir, "summary.json"), encoding="utf-8") as f:
