@@ -8,10 +8,10 @@ from typing import Any, Mapping
 import numpy as np
 
 
-
 class NonFiniteBatch(ValueError):
   """A batch with NaN or inf where numbers must be finite (e.g. log-probs of a policy
   whose parameters diverged)."""
+
 
 def numpy_batch(batch: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
   """Checks a host batch and returns the arrays the step uses, in its dtypes.
