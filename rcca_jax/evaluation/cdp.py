@@ -53,7 +53,8 @@ class Session:
     if handler in self._listeners.get(event, ()):
       self._listeners[event].remove(handler)
 
-  def _dispatch(self, method: str, params: dict) -> None:
+  def dispatch(self, method: str, params: dict) -> None:
+    """Hands an event to this session's listeners."""
     for handler in list(self._listeners.get(method, ())):
       try:
         result = handler(params)
@@ -139,7 +140,7 @@ class Connection(asyncio.Protocol):
     if method == "Target.detachedFromTarget" and "sessionId" in params:
       self._detached(params["sessionId"])
     if session is not None:
-      session._dispatch(method, params)  # pylint: disable=protected-access
+      session.dispatch(method, params)
 
   def _detached(self, session_id: str) -> None:
     self._sessions.pop(session_id, None)

@@ -198,9 +198,9 @@ class Mouse:
         "y": self.y, "modifiers": 0, "clickCount": clicks})
 
   async def move(self, x: float, y: float, steps: int = 1) -> None:
-    x0, y0 = self.x, self.y
-    for i in range(1, max(1, steps) + 1):
-      await self._moved(x0 + (x - x0) * i / max(1, steps), y0 + (y - y0) * i / max(1, steps))
+    x0, y0, steps = self.x, self.y, max(1, steps)
+    for i in range(1, steps + 1):
+      await self._moved(x0 + (x - x0) * i / steps, y0 + (y - y0) * i / steps)
 
   async def down(self, button: str = "left") -> None:
     await self._pressed(button, 1)

@@ -331,11 +331,8 @@ class PageSession:
         conn.browser.send("Target.closeTarget", {"targetId": info["targetId"]}
                                 ).add_done_callback(_ignore_result)
 
-    session.on("Fetch.requestPaused", lambda e: self._on_request(session, e))
     session.on("Page.frameRequestedNavigation", lambda e: close(e.get("url", "")))
-    for method, params in (("Fetch.enable", _FETCH_ALL), ("Page.enable", None),
-                           ("Runtime.runIfWaitingForDebugger", None)):
-      session.send(method, params).add_done_callback(_ignore_result)
+    self._release_contained(session, ("Page.enable", None))
     asyncio.get_running_loop().call_later(
         _POPUP_GRACE, lambda: close(info.get("url") or "about:blank"))
 
@@ -346,11 +343,16 @@ class PageSession:
   def _on_attached_to_page(self, event: dict) -> None:
     # An out-of-process frame or a worker of the app: its requests are failed too.
     child = self._conn.session(event["sessionId"])
-    child.on("Fetch.requestPaused", lambda e: self._on_request(child, e))
     child.on("Target.attachedToTarget", self._on_attached_to_page)
-    for method, params in (("Fetch.enable", _FETCH_ALL), ("Target.setAutoAttach", _AUTO_ATTACH),
+    self._release_contained(child, ("Target.setAutoAttach", _AUTO_ATTACH))
+
+  def _release_contained(self, session: cdp_lib.Session, *setup: tuple[str, Any]) -> None:
+    """Fails the requests of a held target as the app's are failed, sends `setup`
+    (method, params) and lets it run; nobody waits for the answers."""
+    session.on("Fetch.requestPaused", lambda e: self._on_request(session, e))
+    for method, params in (("Fetch.enable", _FETCH_ALL), *setup,
                            ("Runtime.runIfWaitingForDebugger", None)):
-      child.send(method, params).add_done_callback(_ignore_result)
+      session.send(method, params).add_done_callback(_ignore_result)
 
   # -- event handlers ----------------------------------------------------------------
   def _append(self, items: list, item: Any) -> None:

@@ -5,8 +5,7 @@ Actions dispatch real input events (CDP `Input.*`, `input_events.py`, as Playwri
 mouse and keyboard send them) at the target's centre after one DOM read that checks
 existence, visibility, enabled state and hit-testing; this avoids Playwright's
 per-document actionability machinery (~150 ms on each fresh page) while keeping the
-events trusted. DOM reads run
-in an isolated world. After an action the page settles (one frame and a timer turn)
+events trusted. DOM reads run in an isolated world. After an action the page settles (one frame and a timer turn)
 inside the next DOM read, in the same browser call; what happens meanwhile (an uncaught
 exception, a hang) is the action's. Severities: `critical` when a target matches nothing
 or cannot be interacted with, or an uncaught exception / hang happens during the interaction;
