@@ -31,6 +31,21 @@ class BrowserLocatorTest(absltest.TestCase):
     self.assertIsNotNone(path)
     self.assertTrue(os.access(path, os.X_OK))
 
+  def test_a_headless_shell_comes_before_a_full_browser(self):
+    cache = self.create_tempdir()
+    for rel in ("chromium-1200/chrome-linux/chrome",
+                "chromium_headless_shell-1200/chrome-linux/headless_shell"):
+      path = cache.create_file(rel).full_path
+      os.chmod(path, 0o755)
+    with absltest.mock.patch.multiple(browser, _SYSTEM_SHELLS=(), _SYSTEM_BROWSERS=()), \
+         absltest.mock.patch.object(browser.shutil, "which", return_value=None), \
+         absltest.mock.patch.dict(os.environ, {"PLAYWRIGHT_BROWSERS_PATH": cache.full_path}):
+      os.environ.pop("RCCA_CHROMIUM", None)
+      self.assertTrue(browser.find_chromium().endswith("chrome-linux/headless_shell"))
+      os.remove(browser.find_headless_shell())
+      self.assertIsNone(browser.find_headless_shell())
+      self.assertTrue(browser.find_chromium().endswith("chromium-1200/chrome-linux/chrome"))
+
   def test_launch_args_cap_the_heap(self):
     args = browser.launch_args(123)
     self.assertIn("--js-flags=--max-old-space-size=123", args)

@@ -56,37 +56,66 @@ def launch_args(js_heap_mb: int) -> list[str]:
   """Chromium command-line flags, with V8's heap capped at `js_heap_mb` MiB."""
   return [*LAUNCH_ARGS, f"--js-flags=--max-old-space-size={int(js_heap_mb)}"]
 
-# The Debian binary itself starts faster than the /usr/bin/chromium shell wrapper.
-_SYSTEM_CANDIDATES = (
+# The headless shell (Chromium's old headless mode, without the browser UI that new
+# headless mode still runs) is what Playwright launches for headless pages, and it costs
+# about half the CPU per page load; the full browser is the fallback. The Debian binaries
+# themselves start faster than the /usr/bin shell wrappers.
+_SYSTEM_SHELLS = (
+  "/usr/lib/chromium/chromium-headless-shell",
+  "/usr/bin/chromium-headless-shell",
+)
+_SYSTEM_BROWSERS = (
   "/usr/lib/chromium/chromium",
   "/usr/bin/chromium",
   "/usr/bin/chromium-browser",
   "/usr/bin/google-chrome",
   "/snap/bin/chromium",
 )
+_PLAYWRIGHT_SHELL = os.path.join("chromium_headless_shell-*", "chrome-*", "*headless[-_]shell")
+_PLAYWRIGHT_BROWSER = os.path.join("chromium-*", "chrome-linux*", "chrome")
+
+
+def _playwright_managed(pattern: str) -> str | None:
+  cache = os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or os.path.expanduser("~/.cache/ms-playwright")
+  found = [p for p in sorted(glob.glob(os.path.join(cache, pattern))) if os.access(p, os.X_OK)]
+  return found[-1] if found else None
+
+
+def find_headless_shell() -> str | None:
+  """A system or Playwright-managed Chromium headless shell, if one is installed."""
+  for path in _SYSTEM_SHELLS:
+    if os.access(path, os.X_OK):
+      return path
+  return shutil.which("chromium-headless-shell") or _playwright_managed(_PLAYWRIGHT_SHELL)
 
 
 def find_chromium() -> str | None:
-  """Returns a Chromium executable: $RCCA_CHROMIUM, a system one, or Playwright's."""
+  """Returns a Chromium executable: $RCCA_CHROMIUM, else a headless shell, else a full
+  browser (system first, then Playwright's)."""
   env = os.environ.get("RCCA_CHROMIUM")
   if env:
     return env if os.access(env, os.X_OK) else None
-  for path in _SYSTEM_CANDIDATES:
+  shell = find_headless_shell()
+  if shell:
+    return shell
+  for path in _SYSTEM_BROWSERS:
     if os.access(path, os.X_OK):
       return path
   for name in ("chromium", "chromium-browser", "google-chrome"):
     found = shutil.which(name)
     if found:
       return found
-  cache = os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or os.path.expanduser("~/.cache/ms-playwright")
-  managed = sorted(glob.glob(os.path.join(cache, "chromium-*", "chrome-linux*", "chrome")))
-  return managed[-1] if managed else None
+  return _playwright_managed(_PLAYWRIGHT_BROWSER)
 
 
 if __name__ == "__main__":
-  if "--find" in sys.argv[1:]:
-    path = find_chromium()
-    if path is None:
-      print("no Chromium found (set RCCA_CHROMIUM or run `make browser`)", file=sys.stderr)
-      sys.exit(1)
-    print(path)
+  for flag, finder, missing in (
+      ("--find-headless-shell", find_headless_shell, "no Chromium headless shell found"),
+      ("--find", find_chromium, "no Chromium found (set RCCA_CHROMIUM or run `make browser`)")):
+    if flag in sys.argv[1:]:
+      path = finder()
+      if path is None:
+        print(missing, file=sys.stderr)
+        sys.exit(1)
+      print(path)
+      break
