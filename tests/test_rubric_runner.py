@@ -1,6 +1,7 @@
 """Rubric DSL execution in real Chromium: every verb, every expectation, every severity."""
 
 import asyncio
+import dataclasses
 
 from absl.testing import absltest, parameterized
 import pytest
@@ -277,6 +278,76 @@ class RunnerTest(parameterized.TestCase):
     self.assertTrue(run.passed, run.detail)
     run = self.run_check('click "#ok"; click "#ok"; expect text "#out" == "1"', app=DEFERRED)
     self.assertTrue(run.passed, run.detail)
+
+  def count_reads(self, go):
+    """Runs the coroutine `go()`; returns its value and the scripts it ran in the page."""
+    calls = []
+    send = self.session.cdp.send
+
+    def counting(method, params=None):
+      if method == "Runtime.evaluate":
+        calls.append(params["expression"][:40])
+      return send(method, params)
+    self.session.cdp.send = counting
+    try:
+      return self.loop.run_until_complete(go()), calls
+    finally:
+      del self.session.cdp.send
+
+  def test_consecutive_reads_are_one_call(self):
+    async def go():
+      await self.session.load(APP)
+      return await self.runner.run(parse_check(
+          'expect exists "#count"; expect count "li" == 3; expect text "#title" == "Hello World"'
+          '; expect style "#count" color == "red"; expect value "#notes" == "old"'), "core")
+    run, calls = self.count_reads(go)
+    self.assertTrue(run.passed, run.detail)
+    self.assertLen(calls, 3, calls)  # the first three reads, the style probe, the last read
+
+  def test_reads_of_the_rubrics_sharing_a_load_are_one_call(self):
+    first, second = parse_check('expect exists "#count"'), parse_check(
+        'expect text "#title" == "Hello World"; expect count "li" == 3')
+
+    async def go():
+      await self.session.load(APP)
+      return [await self.runner.run(first, "core", read_with=second),
+              await self.runner.run(second, "core")]
+    runs, calls = self.count_reads(go)
+    self.assertTrue(all(r.passed for r in runs))
+    self.assertLen(calls, 1, calls)
+
+  def test_a_retried_read_makes_the_reads_after_it_fresh(self):
+    # 150 ms after the click #out turns 1 and #two turns 0. The first read (in the click's
+    # settle) finds #out still 0 and is retried 300 ms on; #two, read with it while still
+    # 1, must be read again then, and fails.
+    app = DEFERRED.replace("<p id=\"out\">0</p>", "<p id=\"out\">0</p><p id=\"two\">1</p>"
+                           "<button id=\"slow\">slow</button>").replace("</script>", """
+document.getElementById('slow').onclick = () => setTimeout(() => {
+  document.getElementById('out').textContent = '1';
+  document.getElementById('two').textContent = '0'; }, 150);</script>""")
+    config = self.session.config
+
+    async def go():
+      await self.session.load(app)
+      return await self.runner.run(parse_check(
+          'click "#slow"; expect text "#out" == "1"; expect text "#two" == "1"'), "core")
+    self.session.config = self.runner.config = dataclasses.replace(config, expect_retry_ms=300)
+    try:
+      run = self.loop.run_until_complete(go())
+    finally:
+      self.session.config = self.runner.config = config
+    self.assertFalse(run.passed)
+    self.assertEqual((run.failure.step_index, run.failure.observed), (2, "0"))
+
+  def test_reads_ahead_are_not_used_on_the_next_load(self):
+    async def go():
+      await self.session.load(APP)
+      await self.runner.run(parse_check('expect exists "#count"'), "core",
+                            read_with=parse_check('expect text "#title" == "Hello World"'))
+      await self.session.load(APP.replace("Hello  World", "Other"))
+      return await self.runner.run(parse_check('expect text "#title" == "Hello World"'), "core")
+    run = self.loop.run_until_complete(go())
+    self.assertFalse(run.passed)
 
   @parameterized.parameters('click "##bad"', 'expect text "#title" matches "("',
                             'press "NoSuchKey"')

@@ -293,8 +293,11 @@ class Evaluator:
           results.setdefault(r.id, RubricResult(r.id, None, None,
                                                 "not run: runtime gate failed"))
         break
-      for r in group:
-        run = await runner.run(r.steps, r.level)
+      for k, r in enumerate(group):
+        # The read-only rubrics after this one on the load are read with it.
+        later = ([s for q in group[k + 1:] if shares_load(q, self.config) for s in q.steps]
+                 if shares_load(r, self.config) else [])
+        run = await runner.run(r.steps, r.level, read_with=later)
         results[r.id], issue = self._rubric_result(r, run, session, mapper, selectors)
         if issue is not None:
           issues.append(issue)

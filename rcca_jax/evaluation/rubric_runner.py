@@ -7,7 +7,8 @@ existence, visibility, enabled state and hit-testing; this avoids Playwright's
 per-document actionability machinery (~150 ms on each fresh page) while keeping the
 events trusted. DOM reads run in an isolated world. After an action the page settles (one frame and a timer turn)
 inside the next DOM read, in the same browser call; what happens meanwhile (an uncaught
-exception, a hang) is the action's. Severities: `critical` when a target matches nothing
+exception, a hang) is the action's. Consecutive expectations that only read the DOM are
+one call, and so are those of the read-only rubrics that share a load. Severities: `critical` when a target matches nothing
 or cannot be interacted with, or an uncaught exception / hang happens during the interaction;
 `major` when an expectation is false (a `count` of zero is a measured value, not a
 missing target, so a false count is `major` too); `minor` when it holds only up to normalisation,
@@ -93,6 +94,23 @@ _READ_JS = """(sel, kind, name, expected) => {
 }""" % (actions.ELEMENT_INFO_JS, actions.ELEMENT_INFO_JS)
 
 
+# Expectations that only read the DOM (the style probe adds an element, so it is not one):
+# consecutive ones are read in one call, and so are those of the read-only rubrics that
+# share a load. A read taken ahead is used only while nothing else has run meanwhile.
+_PURE_READS = frozenset({"exists", "visible", "hidden", "count", "text", "value", "attr",
+                         "number"})
+_READ_ALL_JS = "(reads) => reads.map((r) => (%s)(...r))" % _READ_JS
+
+
+def _pure_read(step: Any) -> bool:
+  return (step.verb == "expect" and step.expect in _PURE_READS
+          and not (step.op == "matches" and compare.check_regex(step.value)))
+
+
+def _read_args(step: Any) -> list[Any]:
+  return [step.selector, step.expect, step.name, step.value if step.expect == "style" else None]
+
+
 @dataclasses.dataclass
 class Failure:
   """Why a rubric failed, in page terms (document coordinates, no response offsets)."""
@@ -134,6 +152,15 @@ class _CheckError(Exception):
   """The rubric's check cannot be run as written (bad selector, regex or key)."""
 
 
+def _consecutive_pure_reads(steps: Sequence[Any]) -> list[Any]:
+  out = []
+  for step in steps:
+    if not _pure_read(step):
+      break
+    out.append(step)
+  return out
+
+
 def is_readonly(steps: Sequence[Any]) -> bool:
   """Whether a check only reads the page (no actions, waits or page JS)."""
   return bool(steps) and all(s.verb == "expect" and s.expect in READONLY_EXPECTATIONS
@@ -149,10 +176,29 @@ class RubricRunner:
     self._steps: Sequence[Any] = ()
     self._seen = 0
     self._owed: int | None = None  # the action whose settle is still to be done
+    self._ahead: dict[int, dict] = {}  # id(step) -> its read, taken with an earlier one
+    self._ahead_log: Any = None        # ... on the load this log belongs to
 
-  async def run(self, steps: Sequence[Any], level: str) -> RubricRun:
-    """Runs `steps` on the currently loaded page (the caller loads it fresh)."""
+  async def _read_ahead(self, steps: Sequence[Any]) -> None:
+    """Reads the page for all of `steps` (pure reads) in one call; they are used until
+    anything else happens on the page (an action, a wait, page JS, a style probe, a
+    failed expectation's retry) or the page is loaded again."""
+    self._ahead.clear()
+    if len(steps) > 1:
+      reads = await self._read(_READ_ALL_JS, [_read_args(s) for s in steps],
+                               what=f"read {steps[0].selector}")
+      self._ahead, self._ahead_log = {id(s): r for s, r in zip(steps, reads)}, self.session.log
+
+  async def run(self, steps: Sequence[Any], level: str,
+                read_with: Sequence[Any] = ()) -> RubricRun:
+    """Runs `steps` on the currently loaded page (the caller loads it fresh).
+
+    `read_with`: the steps of read-only rubrics that run next on this load; their pure
+    reads are taken in the same call as this rubric's first ones.
+    """
     start = time.monotonic()
+    if self._ahead_log is not self.session.log:
+      self._ahead.clear()
     seen = self._seen = len(self.session.log.exceptions)
     self._steps, self._owed = steps, None
     path: list[str] = []
@@ -165,6 +211,11 @@ class RubricRunner:
           raise _Stop(Failure(i, "critical", f"rubric exceeded {self.config.rubric_timeout:g}s",
                               hang="rubric deadline"))
         try:
+          if not _pure_read(step):
+            self._ahead.clear()
+          elif id(step) not in self._ahead:
+            later = [s for s in read_with if _pure_read(s)] if i == 0 else []
+            await self._read_ahead(_consecutive_pure_reads(steps[i:]) + later)
           if step.verb == "expect":
             await self._expect(i, step, level)
           else:
@@ -177,6 +228,7 @@ class RubricRunner:
         self._stop_on_new_exception(i)
       await self._settle_owed()
     except _Stop as stop:
+      self._ahead.clear()
       failure = stop.failure
       del path[failure.step_index + 1:]  # a failure found later may belong to an earlier action
       await self._collect_evidence(failure, steps, level)  # also after a terminated hang
@@ -323,6 +375,7 @@ class RubricRunner:
   async def _expect(self, i: int, step: Any, level: str) -> None:
     verdict = await self._judge_expectation(i, step, level)
     if verdict is not None and step.expect != "no_errors" and self.config.expect_retry_ms > 0:
+      self._ahead.clear()
       await asyncio.sleep(self.config.expect_retry_ms / 1000)  # let transitions/timers finish
       verdict = await self._judge_expectation(i, step, level)
     if verdict is not None:
@@ -345,8 +398,9 @@ class RubricRunner:
       if bad:
         await self._settle_owed()  # what the last action did still counts
         raise _CheckError(bad)
-    r = await self._read(_READ_JS, step.selector, kind, step.name,
-                         step.value if kind == "style" else None, what=f"read {step.selector}")
+    r = self._ahead.pop(id(step), None)
+    if r is None:
+      r = await self._read(_READ_JS, *_read_args(step), what=f"read {step.selector}")
     if r.get("bad"):
       raise _CheckError(f"invalid selector {step.selector!r}: {r['bad']}")
     sel = step.selector
