@@ -14,13 +14,13 @@ Apps: the reference apps of data/examples (5 rubrics each), repeated to `--apps`
   own load), as many loads per app as the evaluator's plan has: the cost no evaluator can
   go under.
 Prints apps/s of the evaluator and the floor at 1 and N workers, of the naive harness at
-N, and the ratios evaluator / naive (target >= 10x on 2 cores) and evaluator / floor
-(target >= 1/1.5).
+N, the ratios evaluator / naive (target >= 10x on 2 cores) and evaluator / floor
+(target >= 1/1.5), and then the profile below (`--profile` alone prints only that).
 `--hang-locators none debugger` instead compares the warm evaluator's apps/s under each
 `EvalConfig.hang_locator` (rounds interleaved; these apps do not hang: the cost of being
 ready to locate a hang). `--backend ray` instead compares the warm apps/s of the process
 pool and of Ray actors (`RayPool`, on a local Ray instance) at the same number of workers,
-rounds interleaved (target: Ray within 15% of the pool). `--profile` instead runs one
+rounds interleaved (target: Ray within 15% of the pool). `--profile` runs one
 evaluator in this process, then the floor, and prints for each, per app, the DevTools
 commands sent and events received (each crosses Python and Chromium) and the CPU time of
 each process kind (Linux /proc; processes that exit meanwhile are missed).
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import collections
 import contextlib
 import multiprocessing
@@ -46,6 +47,7 @@ from rcca_jax.base.dsl import parse_check
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import browser
 from rcca_jax.evaluation import cdp
+from rcca_jax.evaluation import extract as extract_lib
 from rcca_jax.evaluation import grader as grader_lib
 from rcca_jax.evaluation.config import HANG_LOCATORS, EvalConfig
 from rcca_jax.evaluation.evaluator import Evaluator, plan_loads
@@ -370,7 +372,8 @@ def _measured(run: Callable[[], None], n: int, what: str) -> None:
 
 def profile(apps) -> None:
   """In this process, one evaluator, then the floor (as many empty loads per app as the
-  evaluator's plan has): CDP commands, CDP events and CPU, all per app."""
+  evaluator's plan has), then as many loads of the apps themselves: CDP commands, CDP
+  events and CPU, all per app."""
   jobs = [(t, f"```html\n{t.reference}\n```") for t in apps]
   ev = Evaluator(EvalConfig())
   try:
@@ -388,9 +391,85 @@ def profile(apps) -> None:
     _measured(lambda: [loop.run_until_complete(session.load(EMPTY_DOCUMENT))
                        for _ in range(loads)], len(apps),
               f"profile, floor ({loads / len(apps):.1f} empty loads per app)")
+    # Between the two: what loading the apps themselves costs, with no rubric run.
+    html = [extract_lib.extract_app(response).html for _, response in jobs]
+    _measured(lambda: [loop.run_until_complete(session.load(h)) for t, h in zip(apps, html)
+                       for _ in range(_loads_per_app(t))], len(apps),
+              "profile, the apps' own loads (as many, no rubric run)")
   finally:
     loop.run_until_complete(session.close())
     loop.close()
+
+
+# -- ways to put an app in a fresh document ---------------------------------------------
+# What each keeps from the app before (checked on each load: a global, localStorage).
+_LEAK_PROBE = """(() => { let storage;
+  try { storage = localStorage.getItem('k'); localStorage.setItem('k', 'x'); }
+  catch (e) { storage = 'throws'; }
+  const global = window.__leak || null; window.__leak = 'x';
+  return JSON.stringify({global, storage}); })()"""
+
+
+async def _wait_event(session, event: str, start) -> None:
+  done = asyncio.get_running_loop().create_future()
+
+  def on(_):
+    if not done.done():
+      done.set_result(None)
+  session.cdp.on(event, on)
+  try:
+    await start()
+    await asyncio.wait_for(done, 5)
+  finally:
+    session.cdp.remove_listener(event, on)
+
+
+async def _load_alternatives(n: int) -> None:
+  """CPU per load (all processes, /proc) and wall time of each way to put the app in a
+  fresh document, each followed by the same settle (one frame and a timer turn), and
+  what the document still sees of the one before."""
+  task = next(t for t in tasks_lib.load_tasks(EXAMPLES / "tasks.jsonl") if t.reference)
+  html = task.reference
+  session = PageSession(EvalConfig())
+  await session.start()
+  data_url = "data:text/html;base64," + base64.b64encode(html.encode()).decode()
+
+  async def served():      # the evaluator's load: a new fake origin served through Fetch
+    await session.load(html)
+
+  async def data_document():
+    await _wait_event(session, "Page.loadEventFired", lambda: session.cdp.send(
+        "Page.navigate", {"url": data_url, "frameId": session._frame_id}))  # pylint: disable=protected-access
+    await session.js("() => 0", settle_first=True)
+
+  async def set_content():  # replaces the document of the current window
+    await session.cdp.send("Page.setDocumentContent", {
+        "frameId": session._frame_id, "html": html})  # pylint: disable=protected-access
+    await session.js("() => 0", settle_first=True)
+
+  async def new_page():     # a new context and page, then the evaluator's load
+    await session.reset()
+    await session.load(html)
+
+  ways = {"served by Fetch (the evaluator's)": served, "data: URL": data_document,
+          "Page.setDocumentContent": set_content, "new context + page": new_page}
+  try:
+    for name, load in ways.items():
+      await served()
+      await load()
+      leaks = []
+      cpu_before, start = _cpu_seconds_by_process(), time.monotonic()
+      for _ in range(n):
+        await load()
+        res = await session.cdp.send("Runtime.evaluate", {"expression": _LEAK_PROBE,
+                                                          "returnByValue": True})
+        leaks.append(res["result"]["value"])
+      seconds, cpu = time.monotonic() - start, _cpu_seconds_by_process()
+      cpu.subtract(cpu_before)
+      print(f"{name:<34}: {seconds / n * 1000:6.1f} ms, CPU {sum(cpu.values()) / n * 1000:5.1f}"
+            f" ms per load; the document before left: {collections.Counter(leaks[1:]).most_common(1)[0][0]}")
+  finally:
+    await session.close()
 
 
 def main() -> None:
@@ -405,6 +484,8 @@ def main() -> None:
                            "(the first is the baseline)")
   parser.add_argument("--rounds", type=int, default=3,
                       help="with --hang-locators or --backend")
+  parser.add_argument("--load-alternatives", action="store_true",
+                      help="instead, price the ways to put an app in a fresh document")
   parser.add_argument("--backend", choices=["ray"],
                       help="instead, compare the process pool with this backend")
   args = parser.parse_args()
@@ -415,6 +496,9 @@ def main() -> None:
   if args.hang_locators:
     hang_locator_cost(apps, args.workers, args.hang_locators, args.rounds)
     return
+  if args.load_alternatives:
+    asyncio.run(_load_alternatives(40))
+    return
   if args.backend:
     backend_cost(apps, args.workers, args.rounds)
     return
@@ -422,7 +506,7 @@ def main() -> None:
   loads = sum(_loads_per_app(t) for t in apps) / len(apps)
   checked = sum(sum(1 for r in t.rubrics if r.steps) for t in apps)
   print(f"{len(apps)} apps, {rubrics:.1f} rubrics per app, {loads:.1f} loads per app, "
-        f"{args.workers} workers, {multiprocessing.cpu_count()} CPUs")
+        f"{args.workers} workers, {multiprocessing.cpu_count()} CPUs, {browser.find_chromium()}")
   counts = sorted({1, args.workers})
   floor = {w: empty_page_floor(w) for w in counts}
   pw_click, ev_click = click_cost()
@@ -435,8 +519,6 @@ def main() -> None:
     print(f"empty page (floor), {w} worker(s): {floor[w]:.1f} loads/s -> at most "
           f"{floor[w] / loads:.1f} apps/s at the evaluator's {loads:.1f} loads per app "
           f"({floor[w] / rubrics:.1f} apps/s at one load per rubric)")
-  print(f"  (1-worker floor times {args.workers}, as this benchmark printed before it measured "
-        f"{args.workers} workers: {floor[1] * args.workers / loads:.1f} apps/s)")
   print(f"click on a fresh page: Playwright page.click {pw_click * 1000:.1f} ms, evaluator "
         f"{ev_click * 1000:.1f} ms (incl. a settle frame)")
   for w in counts:
@@ -449,6 +531,7 @@ def main() -> None:
         f"{sum(nv_passed)}/{checked}")
   print(f"ratio evaluator / naive: {ev_rate / nv_rate:.1f}x (target >= 10x); evaluator / floor "
         f"at {args.workers} workers: {ev_rate * loads / floor[args.workers]:.2f} (target >= 0.67)")
+  profile(apps)
 
 
 if __name__ == "__main__":
