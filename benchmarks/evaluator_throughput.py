@@ -3,6 +3,7 @@
   .venv/bin/python benchmarks/evaluator_throughput.py [--apps 20] [--workers 2] [--profile]
   .venv/bin/python benchmarks/evaluator_throughput.py --hang-locators none debugger [--rounds 3]
   .venv/bin/python benchmarks/evaluator_throughput.py --backend ray [--workers 2] [--rounds 3]
+  .venv/bin/python benchmarks/evaluator_throughput.py --load-alternatives
 
 Apps: the reference apps of data/examples (5 rubrics each), repeated to `--apps`.
 - evaluator: `EvalPool` with N workers (warm: workers started before timing; the cold
@@ -20,10 +21,12 @@ N, the ratios evaluator / naive (target >= 10x on 2 cores) and evaluator / floor
 `EvalConfig.hang_locator` (rounds interleaved; these apps do not hang: the cost of being
 ready to locate a hang). `--backend ray` instead compares the warm apps/s of the process
 pool and of Ray actors (`RayPool`, on a local Ray instance) at the same number of workers,
-rounds interleaved (target: Ray within 15% of the pool). `--profile` runs one
-evaluator in this process, then the floor, and prints for each, per app, the DevTools
-commands sent and events received (each crosses Python and Chromium) and the CPU time of
-each process kind (Linux /proc; processes that exit meanwhile are missed).
+rounds interleaved (target: Ray within 15% of the pool). `--load-alternatives` instead
+prices the ways to put an app in a fresh document (CPU per load, and what each keeps of
+the app before). `--profile` runs one evaluator in this process, then the floor, and
+prints for each, per app, the DevTools commands sent and events received (each crosses
+Python and Chromium) and the CPU time of each process kind (Linux /proc; processes that
+exit meanwhile are missed).
 """
 
 from __future__ import annotations
@@ -411,6 +414,7 @@ _LEAK_PROBE = """(() => { let storage;
 
 
 async def _wait_event(session, event: str, start) -> None:
+  """Awaits `start()`, then the page's next `event`."""
   done = asyncio.get_running_loop().create_future()
 
   def on(_):
@@ -427,7 +431,8 @@ async def _wait_event(session, event: str, start) -> None:
 async def _load_alternatives(n: int) -> None:
   """CPU per load (all processes, /proc) and wall time of each way to put the app in a
   fresh document, each followed by the same settle (one frame and a timer turn), and
-  what the document still sees of the one before."""
+  what the document still sees of the one before. The CPU of processes that exit
+  meanwhile (the renderers of closed contexts) is missed: the last way's is a lower bound."""
   task = next(t for t in tasks_lib.load_tasks(EXAMPLES / "tasks.jsonl") if t.reference)
   html = task.reference
   session = PageSession(EvalConfig())
