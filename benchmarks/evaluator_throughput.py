@@ -444,12 +444,12 @@ async def _load_alternatives(n: int) -> None:
 
   async def data_document():
     await _wait_event(session, "Page.loadEventFired", lambda: session.cdp.send(
-        "Page.navigate", {"url": data_url, "frameId": session._frame_id}))  # pylint: disable=protected-access
+        "Page.navigate", {"url": data_url, "frameId": session.frame_id}))
     await session.js("() => 0", settle_first=True)
 
   async def set_content():  # replaces the document of the current window
     await session.cdp.send("Page.setDocumentContent", {
-        "frameId": session._frame_id, "html": html})  # pylint: disable=protected-access
+        "frameId": session.frame_id, "html": html})
     await session.js("() => 0", settle_first=True)
 
   async def new_page():     # a new context and page, then the evaluator's load

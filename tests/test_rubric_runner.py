@@ -316,6 +316,19 @@ class RunnerTest(parameterized.TestCase):
     self.assertTrue(all(r.passed for r in runs))
     self.assertLen(calls, 1, calls)
 
+  def test_after_a_style_probe_the_next_rubrics_are_read_with_the_last_reads(self):
+    first = parse_check('expect exists "#count"; expect style "#count" color == "red"; '
+                        'expect count "li" == 3')
+    second = parse_check('expect text "#title" == "Hello World"')
+
+    async def go():
+      await self.session.load(APP)
+      return [await self.runner.run(first, "core", read_with=second),
+              await self.runner.run(second, "core")]
+    runs, calls = self.count_reads(go)
+    self.assertTrue(all(r.passed for r in runs))
+    self.assertLen(calls, 3, calls)   # exists; the style probe; count with the title
+
   def test_a_retried_read_makes_the_reads_after_it_fresh(self):
     # 150 ms after the click #out turns 1 and #two turns 0. The first read (in the click's
     # settle) finds #out still 0 and is retried 300 ms on; #two, read with it while still

@@ -473,6 +473,11 @@ class PageSession:
     return self._context_id
 
   @property
+  def frame_id(self) -> str | None:
+    """The page's main frame (the same for every load of a context)."""
+    return self._frame_id
+
+  @property
   def isolated_world(self) -> int | None:
     """Execution context id of the checker's isolated world in the current document."""
     return self._world

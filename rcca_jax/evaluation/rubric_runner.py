@@ -5,20 +5,22 @@ Actions dispatch real input events (CDP `Input.*`, `input_events.py`, as Playwri
 mouse and keyboard send them) at the target's centre after one DOM read that checks
 existence, visibility, enabled state and hit-testing; this avoids Playwright's
 per-document actionability machinery (~150 ms on each fresh page) while keeping the
-events trusted. DOM reads run in an isolated world. After an action the page settles (one frame and a timer turn)
-inside the next DOM read, in the same browser call; what happens meanwhile (an uncaught
-exception, a hang) is the action's. Consecutive expectations that only read the DOM are
-one call, and so are those of the read-only rubrics that share a load. Severities: `critical` when a target matches nothing
-or cannot be interacted with, or an uncaught exception / hang happens during the interaction;
-`major` when an expectation is false (a `count` of zero is a measured value, not a
-missing target, so a false count is `major` too); `minor` when it holds only up to normalisation,
-and for failed style checks of `rendering` rubrics.
+events trusted. DOM reads run in an isolated world. After an action the page settles
+(one frame and a timer turn) inside the next DOM read, in the same browser call; what
+happens meanwhile (an uncaught exception, a hang) is the action's. Consecutive
+expectations that only read the DOM are one call, and so are those of the read-only
+rubrics that share a load. Severities: `critical` when a target matches nothing or
+cannot be interacted with, or an uncaught exception / hang happens during the
+interaction; `major` when an expectation is false (a `count` of zero is a measured
+value, not a missing target, so a false count is `major` too); `minor` when it holds
+only up to normalisation, and for failed style checks of `rendering` rubrics.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import time
 from typing import Any, Sequence
 
@@ -152,15 +154,6 @@ class _CheckError(Exception):
   """The rubric's check cannot be run as written (bad selector, regex or key)."""
 
 
-def _consecutive_pure_reads(steps: Sequence[Any]) -> list[Any]:
-  out = []
-  for step in steps:
-    if not _pure_read(step):
-      break
-    out.append(step)
-  return out
-
-
 def is_readonly(steps: Sequence[Any]) -> bool:
   """Whether a check only reads the page (no actions, waits or page JS)."""
   return bool(steps) and all(s.verb == "expect" and s.expect in READONLY_EXPECTATIONS
@@ -194,7 +187,7 @@ class RubricRunner:
     """Runs `steps` on the currently loaded page (the caller loads it fresh).
 
     `read_with`: the steps of read-only rubrics that run next on this load; their pure
-    reads are taken in the same call as this rubric's first ones.
+    reads are taken in the same call as this rubric's last ones.
     """
     start = time.monotonic()
     if self._ahead_log is not self.session.log:
@@ -214,8 +207,10 @@ class RubricRunner:
           if not _pure_read(step):
             self._ahead.clear()
           elif id(step) not in self._ahead:
-            later = [s for s in read_with if _pure_read(s)] if i == 0 else []
-            await self._read_ahead(_consecutive_pure_reads(steps[i:]) + later)
+            batch = list(itertools.takewhile(_pure_read, steps[i:]))
+            if i + len(batch) == len(steps):  # nothing after it here touches the page
+              batch += [s for s in read_with if _pure_read(s)]
+            await self._read_ahead(batch)
           if step.verb == "expect":
             await self._expect(i, step, level)
           else:
