@@ -304,29 +304,29 @@ class RunnerTest(parameterized.TestCase):
     self.assertTrue(run.passed, run.detail)
     self.assertLen(calls, 3, calls)  # the first three reads, the style probe, the last read
 
-  def test_reads_of_the_rubrics_sharing_a_load_are_one_call(self):
-    first, second = parse_check('expect exists "#count"'), parse_check(
-        'expect text "#title" == "Hello World"; expect count "li" == 3')
+  def run_sharing(self, first: str, second: str):
+    """Runs two read-only checks on one load, the second's reads offered to the first;
+    returns whether both passed and the scripts run in the page."""
+    first, second = parse_check(first), parse_check(second)
 
     async def go():
       await self.session.load(APP)
       return [await self.runner.run(first, "core", read_with=second),
               await self.runner.run(second, "core")]
     runs, calls = self.count_reads(go)
-    self.assertTrue(all(r.passed for r in runs))
+    return all(r.passed for r in runs), calls
+
+  def test_reads_of_the_rubrics_sharing_a_load_are_one_call(self):
+    passed, calls = self.run_sharing(
+        'expect exists "#count"', 'expect text "#title" == "Hello World"; expect count "li" == 3')
+    self.assertTrue(passed)
     self.assertLen(calls, 1, calls)
 
   def test_after_a_style_probe_the_next_rubrics_are_read_with_the_last_reads(self):
-    first = parse_check('expect exists "#count"; expect style "#count" color == "red"; '
-                        'expect count "li" == 3')
-    second = parse_check('expect text "#title" == "Hello World"')
-
-    async def go():
-      await self.session.load(APP)
-      return [await self.runner.run(first, "core", read_with=second),
-              await self.runner.run(second, "core")]
-    runs, calls = self.count_reads(go)
-    self.assertTrue(all(r.passed for r in runs))
+    passed, calls = self.run_sharing(
+        'expect exists "#count"; expect style "#count" color == "red"; expect count "li" == 3',
+        'expect text "#title" == "Hello World"')
+    self.assertTrue(passed)
     self.assertLen(calls, 3, calls)   # exists; the style probe; count with the title
 
   def test_a_retried_read_makes_the_reads_after_it_fresh(self):
