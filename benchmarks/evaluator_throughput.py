@@ -1,6 +1,7 @@
 """Apps/s of the evaluator vs a naive harness, measured in the same run on the same apps.
 
-  .venv/bin/python benchmarks/evaluator_throughput.py [--apps 20] [--workers 2] [--profile]
+  .venv/bin/python benchmarks/evaluator_throughput.py [--apps 20] [--workers 2] [--rounds 3]
+  .venv/bin/python benchmarks/evaluator_throughput.py --profile
   .venv/bin/python benchmarks/evaluator_throughput.py --hang-locators none debugger [--rounds 3]
   .venv/bin/python benchmarks/evaluator_throughput.py --backend ray [--workers 2] [--rounds 3]
   .venv/bin/python benchmarks/evaluator_throughput.py --load-alternatives
@@ -14,19 +15,24 @@ Apps: the reference apps of data/examples (5 rubrics each), repeated to `--apps`
 - floor: N processes, each loading an empty document on one reused page (the evaluator's
   own load), as many loads per app as the evaluator's plan has: the cost no evaluator can
   go under.
-Prints apps/s of the evaluator and the floor at 1 and N workers, of the naive harness at
-N, the ratios evaluator / naive (target >= 10x on 2 cores) and evaluator / floor
-(target >= 1/1.5), and then the profile below (`--profile` alone prints only that).
-`--hang-locators none debugger` instead compares the warm evaluator's apps/s under each
-`EvalConfig.hang_locator` (rounds interleaved; these apps do not hang: the cost of being
+- least work: N processes, each doing on one reused page only the browser work the
+  evaluator's verdicts need, with nothing of the evaluator (`least_work.py`): the most
+  an evaluator with these semantics can reach on this machine.
+The default run interleaves `--rounds` rounds (each: the floor, the evaluator and least
+work at 1 and N workers, then the naive harness at N) and prints each round's ratios at
+N workers, the medians of apps/s and of the ratios: evaluator / naive (target >= 10x on
+2 cores), evaluator / floor (target >= 1/1.5), least work / naive and / floor, and
+evaluator / least work; then the click cost and the profile below (`--profile` alone
+prints only that). `--hang-locators none debugger` instead compares the warm evaluator's
+apps/s under each `EvalConfig.hang_locator` (these apps do not hang: the cost of being
 ready to locate a hang). `--backend ray` instead compares the warm apps/s of the process
-pool and of Ray actors (`RayPool`, on a local Ray instance) at the same number of workers,
-rounds interleaved (target: Ray within 15% of the pool). `--load-alternatives` instead
-prices the ways to put an app in a fresh document (CPU per load, and what each keeps of
-the app before). `--profile` runs one evaluator in this process, then the floor, and
-prints for each, per app, the DevTools commands sent and events received (each crosses
-Python and Chromium) and the CPU time of each process kind (Linux /proc; processes that
-exit meanwhile are missed).
+pool and of Ray actors (`RayPool`, on a local Ray instance) at the same number of workers
+(target: Ray within 15% of the pool). `--load-alternatives` instead prices the ways to
+put an app in a fresh document (CPU per load, and what each keeps of the app before).
+`--profile` runs in this process one evaluator, then the floor, the apps' own loads and
+least work, and prints for each, per app, the DevTools commands sent and events received
+(each crosses Python and Chromium) and the CPU time of each process kind (Linux /proc;
+processes that exit meanwhile are missed).
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ from rcca_jax.evaluation.evaluator import Evaluator, plan_loads
 from rcca_jax.evaluation.page_session import PageSession
 from rcca_jax.evaluation.pool import Job, descendants
 from rcca_jax.evaluation.rubric_runner import RubricRunner
+
+import least_work  # benchmarks/ (this script's folder is on sys.path)
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "data" / "examples"
 EMPTY_DOCUMENT = "<!DOCTYPE html><html></html>"
@@ -242,18 +250,34 @@ def _floor_worker(n: int, barrier, out) -> None:
   out.put(asyncio.run(go()))
 
 
-def empty_page_floor(workers: int, n: int = 40) -> float:
-  """Empty-document loads per second of `workers` processes, each loading on one reused
-  page, all at once (CLOCK_MONOTONIC is system-wide: first start to last end)."""
+def _all_at_once(target, args: list[tuple]) -> float:
+  """Runs `target(*a, barrier, out)` in one process per `a`, all released together by the
+  barrier; each puts the (start, end) of its timed part. Seconds from the first start to
+  the last end (CLOCK_MONOTONIC is system-wide)."""
   ctx = multiprocessing.get_context("spawn")
-  barrier, out = ctx.Barrier(workers), ctx.Queue()
-  procs = [ctx.Process(target=_floor_worker, args=(n, barrier, out)) for _ in range(workers)]
+  barrier, out = ctx.Barrier(len(args)), ctx.Queue()
+  procs = [ctx.Process(target=target, args=(*a, barrier, out)) for a in args]
   for p in procs:
     p.start()
   spans = [out.get(timeout=300) for _ in procs]
   for p in procs:
     p.join()
-  return workers * n / (max(e for _, e in spans) - min(s for s, _ in spans))
+  return max(e for _, e in spans) - min(s for s, _ in spans)
+
+
+def empty_page_floor(workers: int, n: int = 40) -> float:
+  """Empty-document loads per second of `workers` processes, each loading on one reused
+  page, all at once."""
+  return workers * n / _all_at_once(_floor_worker, [(n,)] * workers)
+
+
+def least_work_rate(apps, workers: int) -> float:
+  """Apps/s of `least_work` (the browser work the evaluator's verdicts need, nothing else)
+  in `workers` processes, each with one reused page and its share of the apps, all at
+  once."""
+  examples = str(EXAMPLES / "tasks.jsonl")
+  return len(apps) / _all_at_once(least_work.worker, [
+      ([t.id for t in apps[i::workers]], examples) for i in range(workers)])
 
 
 def click_cost(n: int = 20) -> tuple[float, float]:
@@ -375,10 +399,11 @@ def _measured(run: Callable[[], None], n: int, what: str) -> None:
 
 def profile(apps) -> None:
   """In this process, one evaluator, then the floor (as many empty loads per app as the
-  evaluator's plan has), then as many loads of the apps themselves: CDP commands, CDP
-  events and CPU, all per app."""
+  evaluator's plan has), as many loads of the apps themselves, and least work: CDP
+  commands, CDP events and CPU, all per app."""
   jobs = [(t, f"```html\n{t.reference}\n```") for t in apps]
-  ev = Evaluator(EvalConfig())
+  # One context throughout: recycling it replaces the renderer, whose CPU /proc then misses.
+  ev = Evaluator(EvalConfig(recycle_context_after=len(apps) + 2))
   try:
     for task, response in jobs[:2]:  # warm: browser, first loads
       ev.evaluate(task, response, 0)
@@ -399,6 +424,9 @@ def profile(apps) -> None:
     _measured(lambda: [loop.run_until_complete(session.load(h)) for t, h in zip(apps, html)
                        for _ in range(_loads_per_app(t))], len(apps),
               "profile, the apps' own loads (as many, no rubric run)")
+    _measured(lambda: [loop.run_until_complete(least_work.run_app(session, t, h))
+                       for t, h in zip(apps, html)], len(apps),
+              "profile, least work (the browser work the verdicts need, nothing else)")
   finally:
     loop.run_until_complete(session.close())
     loop.close()
@@ -477,6 +505,59 @@ async def _load_alternatives(n: int) -> None:
     await session.close()
 
 
+def compare(apps, workers: int, rounds: int) -> None:
+  """The default run: `rounds` rounds, each measuring one after another the floor, the
+  evaluator and least work at 1 and `workers` workers, then the naive harness at
+  `workers`; a line per round, then the medians, the ratios' medians and the click cost.
+  A round takes about half a minute: on a noisy machine one short run says little."""
+  rubrics = sum(len(t.rubrics) for t in apps) / len(apps)
+  loads = sum(_loads_per_app(t) for t in apps) / len(apps)
+  checked = sum(sum(1 for r in t.rubrics if r.steps) for t in apps)
+  print(f"{len(apps)} apps, {rubrics:.1f} rubrics per app, {loads:.1f} loads per app, "
+        f"{workers} workers, {multiprocessing.cpu_count()} CPUs, {browser.find_chromium()}")
+  counts = sorted({1, workers})
+  rates: dict[tuple[str, int], list[float]] = collections.defaultdict(list)  # apps/s
+  ratios: dict[str, list[float]] = collections.defaultdict(list)
+  for r in range(rounds):
+    for w in counts:
+      rates["floor", w].append(empty_page_floor(w) / loads)  # at the evaluator's loads
+      seconds, cold, records = evaluator(apps, w)
+      rates["evaluator", w].append(len(apps) / seconds)
+      rates["evaluator, cold", w].append(len(apps) / cold)
+      rates["least work", w].append(least_work_rate(apps, w))
+    nv_s, nv_passed = naive(apps, workers)
+    rates["naive", workers].append(len(apps) / nv_s)
+    now = {k: v[-1] for k, v in rates.items()}
+    for name, a, b in (("evaluator / naive", "evaluator", "naive"),
+                       ("evaluator / floor", "evaluator", "floor"),
+                       ("least work / naive", "least work", "naive"),
+                       ("least work / floor", "least work", "floor"),
+                       ("evaluator / least work", "evaluator", "least work")):
+      ratios[name].append(now[a, workers] / now[b, workers])
+    print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in ratios.items())
+          + f" (apps/s at {workers} workers: " + ", ".join(
+              f"{k} {now[k, workers]:.2f}" for k in ("floor", "evaluator", "least work", "naive"))
+          + ")", flush=True)
+  ev_passed = sum(sum(x["passed"] is True for x in rec["rubrics"]) for rec in records)
+  print(f"rubrics passed in the last round: evaluator {ev_passed}/{checked}, naive "
+        f"{sum(nv_passed)}/{checked}")
+  for (what, w), v in rates.items():
+    print(f"{what:<16} {w} worker(s): {statistics.median(v):6.2f} apps/s (median of "
+          f"{', '.join(f'{x:.2f}' for x in v)})")
+  print("floor: empty-document loads per second / the evaluator's loads per app; least "
+        "work: the browser work these verdicts need, nothing else (least_work.py)")
+  med = {k: statistics.median(v) for k, v in ratios.items()}
+  print(f"medians over {rounds} rounds at {workers} workers: evaluator / naive "
+        f"{med['evaluator / naive']:.1f}x (target >= 10x), evaluator / floor "
+        f"{med['evaluator / floor']:.2f} (target >= 0.67); the most any evaluator with these "
+        f"verdicts reaches here (least work): {med['least work / naive']:.1f}x naive, "
+        f"{med['least work / floor']:.2f} of the floor; evaluator / least work "
+        f"{med['evaluator / least work']:.2f}")
+  pw_click, ev_click = click_cost()
+  print(f"click on a fresh page: Playwright page.click {pw_click * 1000:.1f} ms, evaluator "
+        f"{ev_click * 1000:.1f} ms (incl. a settle frame)")
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -488,7 +569,7 @@ def main() -> None:
                       help="instead, compare the evaluator's apps/s under these settings "
                            "(the first is the baseline)")
   parser.add_argument("--rounds", type=int, default=3,
-                      help="with --hang-locators or --backend")
+                      help="rounds, interleaved; medians are reported")
   parser.add_argument("--load-alternatives", action="store_true",
                       help="instead, price the ways to put an app in a fresh document")
   parser.add_argument("--backend", choices=["ray"],
@@ -507,35 +588,7 @@ def main() -> None:
   if args.backend:
     backend_cost(apps, args.workers, args.rounds)
     return
-  rubrics = sum(len(t.rubrics) for t in apps) / len(apps)
-  loads = sum(_loads_per_app(t) for t in apps) / len(apps)
-  checked = sum(sum(1 for r in t.rubrics if r.steps) for t in apps)
-  print(f"{len(apps)} apps, {rubrics:.1f} rubrics per app, {loads:.1f} loads per app, "
-        f"{args.workers} workers, {multiprocessing.cpu_count()} CPUs, {browser.find_chromium()}")
-  counts = sorted({1, args.workers})
-  floor = {w: empty_page_floor(w) for w in counts}
-  pw_click, ev_click = click_cost()
-  runs = {w: evaluator(apps, w) for w in counts}
-  nv_s, nv_passed = naive(apps, args.workers)
-  ev_s, ev_cold_s, records = runs[args.workers]
-  ev_passed = sum(sum(r["passed"] is True for r in rec["rubrics"]) for rec in records)
-  ev_rate, nv_rate = len(apps) / ev_s, len(apps) / nv_s
-  for w in counts:
-    print(f"empty page (floor), {w} worker(s): {floor[w]:.1f} loads/s -> at most "
-          f"{floor[w] / loads:.1f} apps/s at the evaluator's {loads:.1f} loads per app "
-          f"({floor[w] / rubrics:.1f} apps/s at one load per rubric)")
-  print(f"click on a fresh page: Playwright page.click {pw_click * 1000:.1f} ms, evaluator "
-        f"{ev_click * 1000:.1f} ms (incl. a settle frame)")
-  for w in counts:
-    seconds, cold, _ = runs[w]
-    print(f"evaluator, {w} worker(s): {len(apps) / seconds:6.2f} apps/s ({seconds:.1f}s warm; "
-          f"{len(apps) / cold:.2f} apps/s including start-up), {len(apps) / seconds * loads / floor[w]:.2f}"
-          f" of the floor at {w} worker(s)")
-  print(f"evaluator : {ev_rate:6.2f} apps/s, rubrics passed {ev_passed}/{checked}")
-  print(f"naive     : {nv_rate:6.2f} apps/s ({nv_s:.1f}s), rubrics passed "
-        f"{sum(nv_passed)}/{checked}")
-  print(f"ratio evaluator / naive: {ev_rate / nv_rate:.1f}x (target >= 10x); evaluator / floor "
-        f"at {args.workers} workers: {ev_rate * loads / floor[args.workers]:.2f} (target >= 0.67)")
+  compare(apps, args.workers, args.rounds)
   profile(apps)
 
 
