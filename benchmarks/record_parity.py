@@ -1,6 +1,7 @@
 """Records of this checkout on fixed sets of apps, and a field-by-field diff of two runs.
 
-  .venv/bin/python benchmarks/record_parity.py grade OUT.jsonl [--sets examples,hostile,corpus]
+  .venv/bin/python benchmarks/record_parity.py grade OUT.jsonl
+      [--sets examples,hostile,corpus,mutants]
       [--workers 2] [--corpus-range A:B]
   .venv/bin/python benchmarks/record_parity.py compare BEFORE.jsonl AFTER.jsonl
 
@@ -8,7 +9,9 @@ What a change to the evaluator must not change: grade the sets before and after 
 checkouts, or `RCCA_CHROMIUM` naming two browsers), then compare. Sets: `examples` (the
 responses and references of data/examples), `hostile` (apps that loop, bomb memory, reach
 for the network, open dialogs and pop-ups, navigate away, throw), `dev` and `corpus` (the
-reference of every task of data/tasks, train + dev + test; `--corpus-range` slices it).
+reference of every task of data/tasks, train + dev + test; `--corpus-range` slices it),
+`mutants` (of every dev reference one mutant per bug operator, seed 0, the default
+operators and `rename_id`, `wrong_event`: their rubrics fail, which references never do).
 Rows hold each record without its timing. A load's URL numbers the page's loads
 (app-<n>), so it is compared as app-N. Some evidence depends on races inside Chromium
 (which blocked request arrives first, where a terminated loop was stopped): grade the
@@ -24,6 +27,7 @@ import re
 import sys
 import time
 
+from rcca_jax.credit import mutations
 from rcca_jax.data import chat
 from rcca_jax.data import responses as responses_lib
 from rcca_jax.data import tasks as tasks_lib
@@ -81,7 +85,8 @@ HOSTILE = {
                           f'fetch("{_DEAD}/f").catch(() => 0); location.href = "{_DEAD}/nav";'
                           f'</script>'),
 }
-SETS = ("examples", "hostile", "dev", "corpus")
+SETS = ("examples", "hostile", "dev", "corpus", "mutants")
+MUTANT_OPERATORS = (*mutations.OPERATORS, "rename_id", "wrong_event")
 
 
 def _jobs(sets: list[str], corpus_range: tuple[int, int] | None):
@@ -104,6 +109,12 @@ def _jobs(sets: list[str], corpus_range: tuple[int, int] | None):
       if name == "corpus" and corpus_range:
         tasks = tasks[corpus_range[0]:corpus_range[1]]
       out += [(name, t.id, Job(t, chat.format_response(t.reference), 0)) for t in tasks]
+  if "mutants" in sets:
+    for t in tasks_lib.load_tasks(ROOT / "data/tasks/dev.jsonl"):
+      found = mutations.mutants(chat.format_response(t.reference), seed=0, per_operator=1,
+                                operators=MUTANT_OPERATORS)
+      out += [("mutants", f"{t.id}/{k}:{m.operator}", Job(t, m.response, 0))
+              for k, m in enumerate(found)]
   return out
 
 
@@ -171,7 +182,7 @@ def main() -> None:
   sub = parser.add_subparsers(dest="command", required=True)
   g = sub.add_parser("grade")
   g.add_argument("out")
-  g.add_argument("--sets", default="examples,hostile,corpus")
+  g.add_argument("--sets", default="examples,hostile,corpus,mutants")
   g.add_argument("--workers", type=int, default=2)
   g.add_argument("--corpus-range", default=None, help="A:B, a slice of the corpus set")
   c = sub.add_parser("compare")

@@ -142,6 +142,8 @@ class RunnerTest(parameterized.TestCase):
       ("attr", 'expect attr "#link" data-kind == "nav"; expect attr "#link" href contains "#x"'),
       ("style_normalised", 'expect style "#count" color == "red"'),
       ("style_raw", 'expect style "#count" font-size == "20px"'),
+      ("style_read_ahead_normalised", 'expect exists "#count"; expect style "#count" color == "red"'),
+      ("style_read_ahead_not_equal", 'expect exists "#count"; expect style "#count" color != "blue"'),
       ("number", 'expect number "#total" == 1234.5; expect number "#count" < 1'),
       ("js", 'expect js "document.querySelectorAll(\'li\').length === 3"'),
       ("matches", 'expect text "#total" matches "^Total: [0-9,.]+ items$"'),
@@ -153,6 +155,10 @@ class RunnerTest(parameterized.TestCase):
       ("fill_date", 'fill "#when" "2024-05-01"; expect value "#when" == "2024-05-01"'),
       ("select_value", 'select "#size" "l"; expect value "#size" == "l"'),
       ("select_label", 'select "#size" "Large"; expect value "#size" == "l"'),
+      ("fill_after_an_action", 'click "#inc"; fill "#name" "Bob"; expect value "#name" == "Bob"'),
+      ("fill_date_after_an_action",
+       'click "#inc"; fill "#when" "2024-05-01"; expect value "#when" == "2024-05-01"'),
+      ("select_after_an_action", 'click "#inc"; select "#size" "l"; expect value "#size" == "l"'),
       ("check_uncheck", 'check "#cb"; expect js "document.getElementById(\'cb\').checked"; '
        'uncheck "#cb"; expect js "!document.getElementById(\'cb\').checked"'),
       ("wait_for_timer", 'expect js "window.later() || true"; wait 150; '
@@ -199,6 +205,8 @@ class RunnerTest(parameterized.TestCase):
       ("js_false", 'expect js "1 === 2"', "major"),
       ("js_throws", 'expect js "undefinedThing.x"', "major"),
       ("style_wrong_core", 'expect style "#count" color == "blue"', "major"),
+      ("style_read_ahead_not_equal_normalised",
+       'expect exists "#count"; expect style "#count" color != "red"', "major"),
       ("text_case", 'expect text "#title" == "hello world"', "minor"),
       ("number_close", 'expect number "#total" == 1240', "minor"),
   )
@@ -302,7 +310,60 @@ class RunnerTest(parameterized.TestCase):
           '; expect style "#count" color == "red"; expect value "#notes" == "old"'), "core")
     run, calls = self.count_reads(go)
     self.assertTrue(run.passed, run.detail)
-    self.assertLen(calls, 3, calls)  # the first three reads, the style probe, the last read
+    # All five; the computed "rgb(255, 0, 0)" does not decide == "red", so the style step
+    # reads again with the probe, which adds an element; so the last read is taken again.
+    self.assertLen(calls, 3, calls)
+
+  def test_a_style_read_ahead_that_decides_needs_no_probe(self):
+    async def go():
+      await self.session.load(APP)
+      return await self.runner.run(parse_check(
+          'expect exists "#count"; expect style "#count" color == "rgb(255, 0, 0)"'
+          '; expect style "#count" font-size contains "20"; expect value "#notes" == "old"'),
+          "core")
+    run, calls = self.count_reads(go)
+    self.assertTrue(run.passed, run.detail)
+    self.assertLen(calls, 1, calls)
+
+  @parameterized.named_parameters(
+      ("fill", 'fill "#name" "Bob"; expect value "#name" == "Bob"'),
+      ("fill_date", 'fill "#when" "2024-05-01"; expect value "#when" == "2024-05-01"'),
+      ("select", 'select "#size" "l"; expect value "#size" == "l"'),
+      ("press", 'press "#name" "Enter"; expect text "#log" == "K:Enter"'))
+  def test_an_action_with_a_dom_part_is_one_call_with_its_locate(self, check):
+    async def go():
+      await self.session.load(APP)
+      return await self.runner.run(parse_check(check), "core")
+    run, calls = self.count_reads(go)
+    self.assertTrue(run.passed, run.detail)
+    self.assertLen(calls, 2, calls)  # locate and prepare; the settle and the read
+
+  @parameterized.named_parameters(
+      ("fill_covered", COVERED, 'fill "#name" "x"', "is covered"),
+      ("fill_checkbox", APP, 'fill "#cb" "x"', "is not editable"),
+      ("select_covered", COVERED, 'select "#size" "l"', "is covered"),
+      ("select_not_select", APP, 'select "#name" "l"', "is not a <select>"),
+      ("press_covered", COVERED, 'press "#name" "Enter"', "is covered"))
+  def test_a_target_it_refuses_is_left_as_it_was(self, app, check, why):
+    run = self.run_check(check, app=app)
+    self.assertEqual(run.severity, "critical", run.detail)
+    self.assertIn(why, run.detail)
+    left = self.loop.run_until_complete(self.session.js(
+        "() => [document.activeElement.tagName, document.getElementById('size').value,"
+        " document.getElementById('log').textContent]"))
+    self.assertEqual(left, ["BODY", "s", ""])
+
+  @parameterized.named_parameters(
+      ("first", 'fill "#t" "x"', 0, "fill #t"),
+      ("after_a_click", 'click "#b"; fill "#t" "x"', 1, "focus #t"))
+  def test_a_hang_in_the_dom_part_of_an_action_is_its_own(self, check, index, what):
+    app = ('<button id="b">b</button><input id="t"><script>'
+           'document.getElementById("t").onfocus = () => { for (;;) {} };</script>')
+    run = self.run_check(check, app=app)
+    self.assertEqual(run.severity, "critical", run.detail)
+    self.assertEqual(run.failure.step_index, index)
+    self.assertTrue(run.hang.startswith(what), run.hang)
+    self.assertTrue(self.run_check('click "#inc"; expect text "#count" == "1"').passed)
 
   def run_sharing(self, first: str, second: str):
     """Runs two read-only checks on one load, the second's reads offered to the first;
@@ -327,7 +388,7 @@ class RunnerTest(parameterized.TestCase):
         'expect exists "#count"; expect style "#count" color == "red"; expect count "li" == 3',
         'expect text "#title" == "Hello World"')
     self.assertTrue(passed)
-    self.assertLen(calls, 3, calls)   # exists; the style probe; count with the title
+    self.assertLen(calls, 3, calls)   # all four; the style probe; count with the title
 
   def test_a_retried_read_makes_the_reads_after_it_fresh(self):
     # 150 ms after the click #out turns 1 and #two turns 0. The first read (in the click's

@@ -5,11 +5,13 @@ Actions dispatch real input events (CDP `Input.*`, `input_events.py`, as Playwri
 mouse and keyboard send them) at the target's centre after one DOM read that checks
 existence, visibility, enabled state and hit-testing; this avoids Playwright's
 per-document actionability machinery (~150 ms on each fresh page) while keeping the
-events trusted. DOM reads run in an isolated world. After an action the page settles
-(one frame and a timer turn) inside the next DOM read, in the same browser call; what
-happens meanwhile (an uncaught exception, a hang) is the action's. Consecutive
-expectations that only read the DOM are one call, and so are those of the read-only
-rubrics that share a load. Severities: `critical` when a target matches nothing or
+events trusted. Fill, select and press do their DOM part (focus and select, set the
+value, choose the option) in that read when the target passes. DOM reads run in an
+isolated world. After an action the page settles (one frame and a timer turn) inside the
+next DOM read, in the same browser call; what happens meanwhile (an uncaught exception,
+a hang) is the action's, so an action owed a settle does its DOM part in a call of its
+own. Consecutive expectations that only read the DOM are one call, and so are those of
+the read-only rubrics that share a load. Severities: `critical` when a target matches nothing or
 cannot be interacted with, or an uncaught exception / hang happens during the
 interaction; `major` when an expectation is false (a `count` of zero is a measured
 value, not a missing target, so a false count is `major` too); `minor` when it holds
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import json
 import time
 from typing import Any, Sequence
 
@@ -66,6 +69,28 @@ _SELECT_JS = """(sel, value) => {
 
 _FOCUS_JS = "(sel) => { const el = document.querySelector(sel); el.focus(); return true; }"
 
+_NOT_FILLABLE = ("checkbox", "radio", "button", "submit", "file")  # input types fill refuses
+
+# Locates an action's target and, when it passes every check the runner makes before
+# acting, does the action's DOM part in the same call (`then`): fill focuses and selects
+# the target or sets its value, select chooses the option, press focuses the target.
+_LOCATE_AND_PREPARE_JS = """(target, opts, verb, value) => {
+  const t = (%s)(target, opts);
+  if (!t.found || !t.visible || t.disabled || t.covered) return t;
+  if (verb === 'fill' && t.editable && !%s.includes(t.type)) {
+    t.then = %s.includes(t.type) ? (%s)(target, value) : (%s)(target);
+  } else if (verb === 'select' && t.is_select) {
+    t.then = (%s)(target, value);
+  } else if (verb === 'press') {
+    t.then = (%s)(target);
+  }
+  return t;
+}""" % (actions.LOCATE_TARGET_JS, json.dumps(list(_NOT_FILLABLE)),
+        json.dumps(sorted(actions.VALUE_SET_INPUTS)), _SET_VALUE_JS, _FOCUS_SELECT_JS,
+        _SELECT_JS, _FOCUS_JS)
+# What the prepared DOM part is called in a hang's message (as when it was a call of its own).
+_PREPARED = {"fill": "fill", "select": "select", "press": "focus"}
+
 # Reads what an expectation needs from the DOM in one call.
 _READ_JS = """(sel, kind, name, expected) => {
   let els;
@@ -83,8 +108,8 @@ _READ_JS = """(sel, kind, name, expected) => {
   if (kind === 'text' || kind === 'number') out.value = text;
   if (kind === 'value') out.value = ('value' in el) ? String(el.value) : el.getAttribute('value');
   if (kind === 'attr') out.value = el.getAttribute(name);
-  if (kind === 'style') {
-    out.value = st.getPropertyValue(name);
+  if (kind === 'style') out.value = st.getPropertyValue(name);
+  if (kind === 'style' && expected !== null) {
     const probe = document.createElement(el.tagName);
     probe.style.setProperty(name, expected);
     if (name !== 'display') probe.style.display = 'none';
@@ -96,11 +121,13 @@ _READ_JS = """(sel, kind, name, expected) => {
 }""" % (actions.ELEMENT_INFO_JS, actions.ELEMENT_INFO_JS)
 
 
-# Expectations that only read the DOM (the style probe adds an element, so it is not one):
-# consecutive ones are read in one call, and so are those of the read-only rubrics that
-# share a load. A read taken ahead is used only while nothing else has run meanwhile.
+# Expectations that only read the DOM: consecutive ones are read in one call, and so are
+# those of the read-only rubrics that share a load. A read taken ahead is used only while
+# nothing else has run meanwhile. A style read taken ahead has the computed value only;
+# when that alone does not decide the comparison, the step reads again with the probe
+# (an element with the expected value set, for its computed form), which adds an element.
 _PURE_READS = frozenset({"exists", "visible", "hidden", "count", "text", "value", "attr",
-                         "number"})
+                         "number", "style"})
 _READ_ALL_JS = "(reads) => reads.map((r) => (%s)(...r))" % _READ_JS
 
 
@@ -109,8 +136,20 @@ def _pure_read(step: Any) -> bool:
           and not (step.op == "matches" and compare.check_regex(step.value)))
 
 
-def _read_args(step: Any) -> list[Any]:
-  return [step.selector, step.expect, step.name, step.value if step.expect == "style" else None]
+def _read_args(step: Any, probe: bool = True) -> list[Any]:
+  return [step.selector, step.expect, step.name,
+          step.value if step.expect == "style" and probe else None]
+
+
+def _needs_probe(step: Any, read: dict[str, Any]) -> bool:
+  """Whether a style read without the probe leaves the comparison open: the expected
+  value's computed form could pass an `==` or `contains` that failed, or fail a `!=`."""
+  if step.expect != "style" or "normalized" in read or not read.get("found"):
+    return False
+  if step.op not in ("==", "contains", "!="):
+    return False
+  passed = compare.compare_text(step.op, read["value"], step.value) is None
+  return passed if step.op == "!=" else not passed
 
 
 @dataclasses.dataclass
@@ -154,6 +193,12 @@ class _CheckError(Exception):
   """The rubric's check cannot be run as written (bad selector, regex or key)."""
 
 
+def _check_prepared(target: dict[str, Any], prepared: bool) -> None:
+  """The page and the runner judged the target alike (`_LOCATE_AND_PREPARE_JS`)."""
+  if prepared and "then" not in target:
+    raise RuntimeError("rubric runner: the target passed the checks but was not prepared")
+
+
 def is_readonly(steps: Sequence[Any]) -> bool:
   """Whether a check only reads the page (no actions, waits or page JS)."""
   return bool(steps) and all(s.verb == "expect" and s.expect in READONLY_EXPECTATIONS
@@ -178,7 +223,7 @@ class RubricRunner:
     failed expectation's retry) or the page is loaded again."""
     self._ahead.clear()
     if len(steps) > 1:
-      reads = await self._read(_READ_ALL_JS, [_read_args(s) for s in steps],
+      reads = await self._read(_READ_ALL_JS, [_read_args(s, probe=False) for s in steps],
                                what=f"read {steps[0].selector}")
       self._ahead, self._ahead_log = {id(s): r for s, r in zip(steps, reads)}, self.session.log
 
@@ -280,9 +325,17 @@ class RubricRunner:
     return value
 
   # -- actions -----------------------------------------------------------------------
-  async def _target(self, i: int, step: Any, use_label: bool = False) -> dict[str, Any]:
-    t = await self._read(actions.LOCATE_TARGET_JS, step.selector, {"useLabel": use_label},
-                         what=f"locate {step.selector}")
+  async def _target(self, i: int, step: Any, use_label: bool = False,
+                    prepare: bool = False) -> dict[str, Any]:
+    """Locates the action's target and checks it can be acted on; with `prepare`, the
+    action's DOM part is done in the same call when it can (`_LOCATE_AND_PREPARE_JS`)."""
+    if prepare:
+      t = await self._read(_LOCATE_AND_PREPARE_JS, step.selector, {"useLabel": use_label},
+                           step.verb, step.value,
+                           what=f"{_PREPARED[step.verb]} {step.selector}")
+    else:
+      t = await self._read(actions.LOCATE_TARGET_JS, step.selector, {"useLabel": use_label},
+                           what=f"locate {step.selector}")
     if t.get("bad"):
       raise _CheckError(f"invalid selector {step.selector!r}: {t['bad']}")
     if not t["found"]:
@@ -312,7 +365,10 @@ class RubricRunner:
       await self._settle_owed()
       await self._press(step.value)
       return
-    t = await self._target(i, step, use_label=verb in ("check", "uncheck"))
+    # The DOM part goes with the locate unless a settle is owed: an exception or hang
+    # during the settle is the previous action's, during the DOM part this one's.
+    prepared = verb in _PREPARED and self._owed is None
+    t = await self._target(i, step, use_label=verb in ("check", "uncheck"), prepare=prepared)
     xy = (t["x"], t["y"])
     if verb == "click":
       await s.call(s.mouse.click(*xy), f"click {step.selector}")
@@ -332,13 +388,16 @@ class RubricRunner:
           raise _Stop(Failure(i, "critical", f"{verb}: clicking {step.selector!r} did not "
                               f"change its state", selector=step.selector, element=t["info"]))
     elif verb == "fill":
-      if not t["editable"] or t["type"] in ("checkbox", "radio", "button", "submit", "file"):
+      if not t["editable"] or t["type"] in _NOT_FILLABLE:
         raise _Stop(Failure(i, "critical", f"fill: {step.selector!r} is not editable",
                             selector=step.selector, element=t["info"]))
+      _check_prepared(t, prepared)
       if t["type"] in actions.VALUE_SET_INPUTS:
-        await s.js(_SET_VALUE_JS, step.selector, step.value, what=f"fill {step.selector}")
+        if not prepared:
+          await s.js(_SET_VALUE_JS, step.selector, step.value, what=f"fill {step.selector}")
       else:
-        await s.js(_FOCUS_SELECT_JS, step.selector, what=f"focus {step.selector}")
+        if not prepared:
+          await s.js(_FOCUS_SELECT_JS, step.selector, what=f"focus {step.selector}")
         if step.value:
           await s.call(s.keyboard.insert_text(step.value), f"fill {step.selector}")
         else:
@@ -347,13 +406,17 @@ class RubricRunner:
       if not t["is_select"]:
         raise _Stop(Failure(i, "critical", f"select: {step.selector!r} is not a <select>",
                             selector=step.selector, element=t["info"]))
-      res = await s.js(_SELECT_JS, step.selector, step.value, what=f"select {step.selector}")
+      _check_prepared(t, prepared)
+      res = t["then"] if prepared else await s.js(_SELECT_JS, step.selector, step.value,
+                                                  what=f"select {step.selector}")
       if not res["ok"]:
         raise _Stop(Failure(i, "critical", f"select: no option {step.value!r} in "
                             f"{step.selector!r}", selector=step.selector, expected=step.value,
                             observed=res["options"], element=t["info"]))
     elif verb == "press":
-      await self._read(_FOCUS_JS, step.selector, what=f"focus {step.selector}")
+      _check_prepared(t, prepared)
+      if not prepared:
+        await self._read(_FOCUS_JS, step.selector, what=f"focus {step.selector}")
       await self._press(step.value)
     else:
       raise _CheckError(f"unknown action {verb!r}")
@@ -394,7 +457,11 @@ class RubricRunner:
         await self._settle_owed()  # what the last action did still counts
         raise _CheckError(bad)
     r = self._ahead.pop(id(step), None)
+    if r is not None and _needs_probe(step, r):
+      r = None
     if r is None:
+      if step.expect == "style":
+        self._ahead.clear()  # the probe adds an element
       r = await self._read(_READ_JS, *_read_args(step), what=f"read {step.selector}")
     if r.get("bad"):
       raise _CheckError(f"invalid selector {step.selector!r}: {r['bad']}")
