@@ -31,23 +31,6 @@ from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.evaluator import plan_loads, shares_load
 from rcca_jax.evaluation.page_session import PageSession
 
-# What fill, select and press do of the DOM: focus and select, or set the value; choose
-# the option; focus.
-_PART_JS = """(target, verb, value, valueSet, type) => {
-  if (verb === 'fill') return valueSet.includes(type) ? (%s)(target, value) : (%s)(target);
-  if (verb === 'select') return (%s)(target, value);
-  if (verb === 'press') return (%s)(target);
-  return null;
-}""" % (rubric_runner._SET_VALUE_JS, rubric_runner._FOCUS_SELECT_JS,
-        rubric_runner._SELECT_JS, rubric_runner._FOCUS_JS)
-# Locates the target; with `part`, when it can be used, does the DOM part too.
-_ACT_JS = """(target, verb, value, valueSet, part) => {
-  const t = (%s)(target, {useLabel: verb === 'check' || verb === 'uncheck'});
-  if (!part || !t.found || !t.visible || t.covered || (t.disabled && verb !== 'hover')) return t;
-  t.done = (%s)(target, verb, value, valueSet, t.type);
-  return t;
-}""" % (actions.LOCATE_TARGET_JS, _PART_JS)
-
 # Reads what a run of expectations compares, and nothing else.
 _READS_JS = """(reads) => reads.map(([sel, kind, name]) => {
   const els = document.querySelectorAll(sel), el = els[0];
@@ -63,7 +46,6 @@ _READS_JS = """(reads) => reads.map(([sel, kind, name]) => {
   if (kind === 'style') return st.getPropertyValue(name);
   return true;
 })"""
-_VALUE_SET = sorted(actions.VALUE_SET_INPUTS)
 
 
 class _Run:
@@ -117,16 +99,27 @@ class _Run:
     await self._settle()
 
   async def _act(self, step: Any) -> None:
-    # The DOM part goes with the locate unless a settle is owed: an exception or hang
-    # during the settle is the previous action's, during the DOM part this one's.
-    part, owed = step.verb in ("fill", "select", "press"), self.owed
-    t = await self._dom(_ACT_JS, step.selector, step.verb, step.value, _VALUE_SET,
-                        part and not owed)
+    # As the runner does: the DOM part goes with the locate unless a settle is owed (an
+    # exception or hang during the settle is the previous action's).
+    sel, verb, rr = step.selector, step.verb, rubric_runner
+    opts = {"useLabel": verb in ("check", "uncheck")}
+    part, owed = verb in rr._PREPARED, self.owed
+    if part and not owed:
+      t = await self._dom(rr._LOCATE_AND_PREPARE_JS, sel, opts, verb, step.value)
+    else:
+      t = await self._dom(actions.LOCATE_TARGET_JS, sel, opts)
     if not (t.get("found") and t["visible"] and not t["covered"]
-            and (step.verb == "hover" or not t["disabled"])):
+            and (verb == "hover" or not t["disabled"])):
       raise RuntimeError(f"least work: cannot {step} on this reference app: {t}")
     if part and owed:
-      await self.s.js(_PART_JS, step.selector, step.verb, step.value, _VALUE_SET, t["type"])
+      if verb == "fill" and t["type"] in actions.VALUE_SET_INPUTS:
+        await self.s.js(rr._SET_VALUE_JS, sel, step.value)
+      elif verb == "fill":
+        await self.s.js(rr._FOCUS_SELECT_JS, sel)
+      elif verb == "select":
+        await self.s.js(rr._SELECT_JS, sel, step.value)
+      else:
+        await self.s.js(rr._FOCUS_JS, sel)
     self.owed = True
     mouse, keyboard, xy = self.s.mouse, self.s.keyboard, (t["x"], t["y"])
     if step.verb == "click":
