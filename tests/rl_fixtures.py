@@ -60,9 +60,87 @@ def rl_batch(batch: int = 8, length: int = 16, group_size: int = 4,
                 ).astype(np.float32))
 
 
+SMALL = dict(num_hidden_layers=2, first_k_dense_replace=0)
+
+
 def small_model(seed: int = 0):
   """The fastest-compiling tiny Ling: one KDA + MoE and one MLA + MoE layer."""
-  return tiny_model(seed, num_hidden_layers=2, first_k_dense_replace=0)
+  return tiny_model(seed, **SMALL)
+
+
+# float32's unit roundoff: one rounded operation is exact to a relative 2^-24.
+U32 = 2.0 ** -24
+
+
+def reduction_length(config: LingConfig, batch: dict[str, np.ndarray]) -> int:
+  """N of the float32 error bound of a gradient of the Ling model on `batch`.
+
+  Each gradient entry is a sum over the batch's B*L positions of products along the
+  network, whose factors are themselves dot products nested at most: the vocabulary
+  (the softmax normaliser), and per layer the hidden size, the sequence (attention and
+  the KDA scan) and the widest MLP (dense, or the routed plus shared experts). A sum
+  of n terms in any order is within gamma_n = n*u/(1 - n*u) of exact, relative to the
+  sum of the terms' magnitudes, and nested sums add their lengths to first order
+  (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., §3.1, §4.2).
+  """
+  batch_size, length = batch["input_ids"].shape
+  mlp = max(config.intermediate_size,
+            config.moe_intermediate_size * (config.num_experts_per_tok
+                                            + config.n_shared_experts))
+  return (batch_size * length + config.vocab_size
+          + config.num_hidden_layers * (config.hidden_size + length + mlp))
+
+
+def gradient_term_scale(fmodel, batch: dict[str, np.ndarray], loss_config) -> list[float]:
+  """Per gradient leaf, the largest sum over positions of the terms' magnitudes,
+  max over entries of sum_bt |dL/dlogp_bt| * |dlogp_bt/dtheta| (float64 dL/dlogp
+  written out in tests/np_reference.py; the Jacobian by `jax.jacrev`).
+
+  This, not the gradient itself, is what float32 rounding is relative to: with
+  advantages of both signs the terms cancel, and an entry can be orders of magnitude
+  smaller than the terms it sums (see `assert_within_rounding`).
+  """
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  from np_reference import np_effective_weights, np_loss_and_grad  # pylint: disable=import-outside-toplevel
+  from rcca_jax.rl.functional import token_logprobs  # pylint: disable=import-outside-toplevel
+  ids = jnp.asarray(batch["input_ids"])
+  mask = jnp.asarray(batch["attention_mask"])
+
+  def logp_of(params):
+    logits = fmodel.merge(params, fmodel.model_state)(ids, attention_mask=mask)
+    return token_logprobs(logits, ids)[0]
+
+  logp = np.asarray(logp_of(fmodel.params), np.float64)
+  adv = np.asarray(batch["advantages"], np.float64)
+  weights = np_effective_weights(np.asarray(batch["wbar"], np.float64), adv,
+                                 loss_config.rcca_c, loss_config.rcca_positive_blamed)
+  ref = batch["ref_logp"] if loss_config.kl_beta else None
+  _, dlogp = np_loss_and_grad(logp, batch["old_logp"], adv, weights, batch["loss_mask"],
+                              loss_config.eps_low, loss_config.eps_high,
+                              loss_config.aggregation, ref=ref, beta=loss_config.kl_beta)
+  jacobian = jax.jit(jax.jacrev(logp_of))(fmodel.params)
+  return [float(np.max(np.einsum("bt,bt...->...", np.abs(dlogp),
+                                 np.abs(np.asarray(j, np.float64)))))
+          for j in jax.tree.leaves(jacobian)]
+
+
+def assert_within_rounding(got, want, scale: list[float], n: int) -> None:
+  """Raises unless, for every leaf, max|got - want| <= 2 * gamma_n * scale[leaf].
+
+  Two float32 evaluations of the same sums in different orders are each within
+  gamma_n * (sum of the terms' magnitudes) of the exact value (`reduction_length`,
+  `gradient_term_scale`), so they differ by at most twice that. A wiring error (a
+  position off by one, a chunk or micro-batch dropped or counted twice) moves an entry
+  by a share of order one of that scale, about 1 / (2 * gamma_n) times the bound.
+  """
+  gamma = n * U32 / (1 - n * U32)
+  leaves = jax.tree_util.tree_leaves_with_path(got)
+  for (path, x), y, s in zip(leaves, jax.tree.leaves(want), scale, strict=True):
+    diff = float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64))))
+    if diff > 2 * gamma * s:
+      raise AssertionError(f"gradient {jax.tree_util.keystr(path)}: max difference "
+                           f"{diff:.3e} exceeds "
+                           f"2 * gamma_{n} * {s:.3e} = {2 * gamma * s:.3e}")
 
 
 def max_scaled_diff(a, b) -> float:

@@ -7,6 +7,11 @@ from typing import Any
 
 from rcca_jax.base.schema import Span
 
+# Record key: why the record is no verdict on the app (its grading did not finish, or
+# the judge could not grade its rubrics). Such a record has no reward, is never cached,
+# and its response gets advantage 0 and loss mask 0 (docs/method.md#2-gated-reward).
+UNSCORABLE = "unscorable"
+
 
 @dataclasses.dataclass
 class Issue:
@@ -51,7 +56,7 @@ class EvalRecord:
 
   task_id: str
   sample_id: int
-  reward: float | None            # None: every rubric ungraded (`no_reward` says why)
+  reward: float | None            # None: no reward (`no_reward` or `unscorable` says why)
   gates: dict[str, bool | None]
   rubric_score: float | None
   rubrics: list[RubricResult]
@@ -60,6 +65,7 @@ class EvalRecord:
   error: str | None = None        # set when the evaluator itself failed on this item
   timing: dict[str, float] = dataclasses.field(default_factory=dict)
   no_reward: str | None = None
+  unscorable: str | None = None   # set: no verdict (UNSCORABLE), `reward` is None
 
   def to_json(self) -> dict[str, Any]:
     out = {
@@ -76,6 +82,8 @@ class EvalRecord:
       out["error"] = self.error
     if self.no_reward is not None:
       out["no_reward"] = self.no_reward
+    if self.unscorable is not None:
+      out[UNSCORABLE] = self.unscorable
     if self.timing:
       out["timing"] = dict(self.timing)
     return out
