@@ -149,16 +149,18 @@ def _done(workdir: str, stage: str, step: int) -> bool:
 
 
 def _run(config: ml_collections.ConfigDict, workdir: str) -> float:
-  """Trains one run; a policy that diverges (non-finite log-probs) ends its run with
+  """Trains one run; a policy that diverges (non-finite log-probs or updates, skipped
+  `max_nonfinite_in_row` times in a row: train/faults.py) ends its run with
   `ablation_report.DIVERGED` written, so the sweep goes on and a resume does not repeat
   it."""
   from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
   from rcca_jax.rl import batching  # pylint: disable=import-outside-toplevel
+  from rcca_jax.train import faults  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
   t0 = time.time()
   try:
     trainer_lib.Trainer(config, workdir).train()
-  except batching.NonFiniteBatch as e:
+  except (batching.NonFiniteBatch, faults.NonFiniteStop) as e:
     steps = [int(r["step"]) for r in read_rows(workdir) if r.get("stage") == "rl"]
     with open(os.path.join(workdir, ablation_report.DIVERGED), "w", encoding="utf-8") as f:
       json.dump({"error": str(e), "rl_steps_done": max(steps, default=0)}, f)

@@ -11,8 +11,13 @@ Config fields can be overridden on the command line, e.g. `--config.rl.num_steps
 Several processes (hosts) run one job with `--coordinator_address=HOST:PORT
 --num_processes=N --process_id=I` on each (`rcca_jax.parallel.multihost`; absent,
 JAX detects TPU/GPU/Slurm clusters itself).
+A run that stops safely prints one line and exits with status 75 when preempted
+(SIGTERM: the step in flight is finished and checkpointed; rerun to resume) or 3 when
+it cannot go on (`train.faults`: non-finite updates in a row, unscorable steps).
 The config is checked before any work: an invalid one exits with status 2 and one
-message naming every bad field; so does an override of a field the config does not have
+message naming every bad field, and so does a work directory in use by a live job
+(`DIR/.lock`), or a resume whose config differs from `DIR/job_config.json` outside
+`--allow_config_change`; so does an override of a field the config does not have
 (one line with the closest known name).
 """
 
@@ -45,6 +50,10 @@ _COORDINATOR = flags.DEFINE_string(
     "(absent: JAX's automatic detection on TPU/GPU clusters, else one process).")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Multi-process: processes.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-process: this one's index.")
+_ALLOW_CHANGE = flags.DEFINE_list(
+    "allow_config_change", [], "--mode=train: config fields (dotted names, wildcards) "
+    "that may differ from the config the work directory was started with "
+    "(DIR/job_config.json; larger sft/rl num_steps are always allowed).")
 flags.mark_flags_as_required(["config"])
 
 
@@ -73,7 +82,8 @@ def _run(config) -> None:
   from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
   logging.info("JAX process %d/%d, %d devices", jax.process_index(), jax.process_count(),
                jax.device_count())
-  trainer = trainer_lib.Trainer(config, _WORKDIR.value, mode=_MODE.value)  # checks config
+  trainer = trainer_lib.Trainer(config, _WORKDIR.value, mode=_MODE.value,  # checks config
+                                allow_changes=_ALLOW_CHANGE.value)
   if _MODE.value == "train":
     trainer.train()
   else:
@@ -114,11 +124,17 @@ def main(argv):
   if _MODE.value == "plan":
     _fake_devices(_CONFIG.value)
   from rcca_jax.train.config_check import ConfigError  # pylint: disable=import-outside-toplevel
+  from rcca_jax.train.faults import RunStopped  # pylint: disable=import-outside-toplevel
+  from rcca_jax.train.run_log import MetricsFileError  # pylint: disable=import-outside-toplevel
+  from rcca_jax.train.workdir_guard import ConfigChanged, WorkdirLocked  # pylint: disable=import-outside-toplevel
   try:
     _run(_CONFIG.value)
-  except ConfigError as e:
-    print(str(e), file=sys.stderr)
+  except (ConfigError, ConfigChanged, WorkdirLocked, MetricsFileError) as e:
+    print(str(e), file=sys.stderr)  # before any work, nothing changed
     sys.exit(2)
+  except RunStopped as e:  # preempted (75) or stopped safely (3): one line, work kept
+    print(str(e), file=sys.stderr)
+    sys.exit(e.exit_code)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ import tempfile
 from absl.testing import absltest
 import pytest
 
+from rcca_jax.data import jsonl
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "data" / "examples"
 
@@ -60,6 +62,20 @@ class MalformedInputTest(absltest.TestCase):
 @pytest.mark.browser
 class CliRunTest(absltest.TestCase):
 
+  def _grade(self, lines, *flags):
+    """Grades `lines` as a responses file against the example tasks; (process, output
+    records, responses path)."""
+    tmp = self.create_tempdir().full_path
+    path = os.path.join(tmp, "responses.jsonl")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write("\n".join(lines) + "\n")
+    out = os.path.join(tmp, "out.jsonl")
+    proc = _run("--tasks", str(EXAMPLES / "tasks.jsonl"), "--responses", path, "--out", out,
+                *flags)
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    with open(out, encoding="utf-8") as f:
+      return proc, [json.loads(line) for line in f], path
+
   def test_records_in_order_with_bad_lines_and_summary(self):
     responses = (EXAMPLES / "responses.jsonl").read_text().splitlines()
     picked = [responses[0], responses[5], responses[10]]
@@ -67,15 +83,7 @@ class CliRunTest(absltest.TestCase):
              json.dumps({"task_id": "missing-task", "sample_id": 3, "response": "x"}),
              json.dumps({"task_id": "counter-0001", "sample_id": "zero", "response": "x"}),
              picked[2]]
-    with tempfile.TemporaryDirectory() as tmp:
-      path = os.path.join(tmp, "responses.jsonl")
-      with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-      out = os.path.join(tmp, "out.jsonl")
-      proc = _run("--tasks", str(EXAMPLES / "tasks.jsonl"), "--responses", path, "--out", out,
-                  "--workers", "2")
-      self.assertEqual(proc.returncode, 0, proc.stderr)
-      records = [json.loads(l) for l in open(out)]
+    proc, records, _ = self._grade(lines, "--workers", "2")
     self.assertLen(records, 6)
     self.assertEqual([r.get("task_id") for r in records[:3:2]], ["counter-0001", "counter-0001"])
     self.assertEqual(records[0]["reward"], 1.0)
@@ -96,6 +104,24 @@ class CliRunTest(absltest.TestCase):
     for key in ("task_id", "sample_id", "reward", "gates", "rubric_score", "rubrics",
                 "html_span", "issues"):
       self.assertIn(key, records[0])
+
+  def test_unencodable_and_oversized_lines_are_per_line_errors(self):
+    good = (EXAMPLES / "responses.jsonl").read_text().splitlines()[0]
+    html = json.loads(good)["response"].replace("<title>Counter", "<title>Counter \ud800")
+    lines = [json.dumps({"task_id": "counter-0001", "sample_id": 7, "response": html}),
+             '{"task_id": "counter-0001\\udc80", "sample_id": 8, "response": "x"}',
+             json.dumps({"task_id": "counter-0001", "sample_id": 9,
+                         "response": "x" * (jsonl.MAX_LINE_BYTES + 10)}),
+             good]
+    proc, records, path = self._grade(lines, "--no-localize")
+    self.assertLen(records, 4)
+    self.assertEqual([r.get("error", "")[:len(path) + 3] for r in records[:3]],
+                     [f"{path}:{n}:" for n in (1, 2, 3)])
+    self.assertIn("lone UTF-16 surrogate U+D800 in 'response'", records[0]["error"])
+    self.assertIn("lone UTF-16 surrogate U+DC80 in 'task_id'", records[1]["error"])
+    self.assertIn(f"line longer than {jsonl.MAX_LINE_BYTES} bytes", records[2]["error"])
+    self.assertEqual((records[3]["task_id"], records[3]["reward"]), ("counter-0001", 1.0))
+    self.assertIn("errors 3", proc.stdout)
 
 
 if __name__ == "__main__":

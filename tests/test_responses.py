@@ -3,8 +3,11 @@
 import json
 import os
 
+from unittest import mock
+
 from absl.testing import absltest, parameterized
 
+from rcca_jax.data import jsonl
 from rcca_jax.data.responses import BadResponseLine, ResponseItem, load_responses
 
 
@@ -43,6 +46,14 @@ class ResponsesTest(parameterized.TestCase):
        "'sample_id' must be an integer, got string '1'"),
       ("bool_sample_id", {"task_id": "t", "sample_id": True, "response": "x"}, "t", None,
        "'sample_id' must be an integer, got boolean True"),
+      ("lone_surrogate_response", '{"task_id": "t", "response": "<p>\\ud800</p>"}', None,
+       None, "lone UTF-16 surrogate U+D800 in 'response' at character 3 (not encodable"),
+      ("lone_surrogate_task_id", '{"task_id": "t\\uDC80", "response": "x"}', None, None,
+       "lone UTF-16 surrogate U+DC80 in 'task_id' at character 1"),
+      ("reversed_pair", '{"task_id": "t", "response": "\\ude00\\ud83d"}', None, None,
+       "lone UTF-16 surrogate U+DE00 in 'response' at character 0"),
+      ("surrogate_key", '{"task_id": "t", "response": "x", "\\ud800": 1}', None, None,
+       "lone UTF-16 surrogate U+D800 in a key of the object at character 0"),
   )
   def test_bad_line(self, line, task_id, sample_id, message):
     good = {"task_id": "ok", "response": "r"}
@@ -61,6 +72,26 @@ class ResponsesTest(parameterized.TestCase):
     path, (bad,) = self.load([{"sample_id": "x"}])
     self.assertEqual(bad.error, f"{path}:1: missing 'task_id'; 'sample_id' must be an integer, "
                                 "got string 'x'; missing 'response'")
+
+  def test_escaped_surrogate_pair_is_valid(self):
+    _, items = self.load(['{"task_id": "t", "response": "\\ud83d\\ude00"}'])
+    self.assertEqual(items, [ResponseItem("t", 0, "\U0001F600", 1)])
+
+  def test_oversized_lines(self):
+    at_limit = json.dumps({"task_id": "t", "response": ""})
+    at_limit = at_limit[:-1] + " " * (64 - len(at_limit)) + "}"
+    self.assertLen(at_limit, 64)
+    long = json.dumps({"task_id": "t", "response": "x" * 200})
+    with mock.patch.object(jsonl, "MAX_LINE_BYTES", 64):
+      path, items = self.load([at_limit, long, at_limit + " ", at_limit])
+      with open(path, "ab") as f:
+        f.write(long.encode())  # the last line, without its newline
+      items = load_responses(path)
+    self.assertEqual([type(i).__name__ for i in items],
+                     ["ResponseItem", "BadResponseLine", "BadResponseLine", "ResponseItem",
+                      "BadResponseLine"])
+    self.assertEqual([i.line for i in items], [1, 2, 3, 4, 5])
+    self.assertEqual(items[1].error, f"{path}:2: line longer than 64 bytes (skipped)")
 
   def test_invalid_utf8_line(self):
     path, _ = self.load([{"task_id": "a", "response": "x"}])

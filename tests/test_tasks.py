@@ -5,8 +5,11 @@ import os
 import pickle
 import tempfile
 
+from unittest import mock
+
 from absl.testing import absltest, parameterized
 
+from rcca_jax.data import jsonl
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.base.dsl import Step
 
@@ -110,6 +113,8 @@ class TasksTest(parameterized.TestCase):
        "rubric r1: 'check' must be a string or null, got number"),
       ("check_empty", task(rubrics=[rubric(check="")]), "rubric r1: check is empty"),
       ("duplicate_key", '{"id": "a", "id": "b"}', "duplicate key 'id'"),
+      ("lone_surrogate", task(rubrics=[rubric(), rubric(id="r2", text="ab\udc00")]),
+       "lone UTF-16 surrogate U+DC00 in 'rubrics[1].text' at character 2"),
   )
   def test_error_names_file_line_and_problem(self, line, message):
     path, errors = self.errors([task(id="ok"), line])
@@ -168,6 +173,14 @@ class TasksTest(parameterized.TestCase):
     with self.assertRaises(tasks_lib.TaskFileError) as cm:
       tasks_lib.load_tasks(path)
     self.assertEqual(cm.exception.errors, [f"{path}:2: not valid UTF-8 at byte 9"])
+
+  def test_oversized_line(self):
+    path = self.write([task(id="a"), task(id="b", request="x" * 2000), task(id="c")])
+    with mock.patch.object(jsonl, "MAX_LINE_BYTES", 1024):
+      with self.assertRaises(tasks_lib.TaskFileError) as cm:
+        tasks_lib.load_tasks(path)
+    self.assertEqual(cm.exception.errors,
+                     [f"{path}:2: line longer than 1024 bytes (skipped)"])
 
   def test_parse_task_where(self):
     with self.assertRaises(tasks_lib.TaskFileError) as cm:

@@ -189,3 +189,17 @@ def barrier(name: str) -> None:
   """Waits until every process reaches the barrier `name` (no-op in one process)."""
   if is_multi_process():
     multihost_utils.sync_global_devices(name)
+
+
+def any_process(flag: bool) -> bool:
+  """Whether `flag` is true in any process (a collective)."""
+  return any(allgather_json(bool(flag)))
+
+
+def reached_preemption(step: int) -> bool:
+  """JAX's preemption notice (a cluster's SIGTERM to the job, seen by its coordination
+  service) at `step`: every process answers alike and must ask at the same steps."""
+  try:
+    return bool(multihost_utils.reached_preemption_sync_point(step))
+  except RuntimeError:  # no preemption sync manager (jax.distributed not initialized)
+    return False

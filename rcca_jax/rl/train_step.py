@@ -175,9 +175,17 @@ def make_train_step(fmodel: FunctionalModel, objective: Objective,
       model_state = fmodel.balance_experts(state.params, model_state, counts,
                                            config.expert_bias_rate)
     grad_norm = optax.tree.norm(grads)  # before clipping
+    # A non-finite loss or gradient norm skips the update: parameters, optimizer and
+    # model state stay as they were; the step still counts (train.faults.NonFiniteGuard).
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    params, opt_state, model_state = jax.tree.map(
+        lambda new, old: jnp.where(finite, new, old),
+        (params, opt_state, model_state),
+        (state.params, state.opt_state, state.model_state))
     metrics = {"loss": loss, "grad_norm": grad_norm,
                "clipped": optim.clip_fired(grad_norm, opt_config),
                "learning_rate": schedule(state.step),
+               "skipped_nonfinite": 1.0 - finite.astype(jnp.float32),
                **grpo.finalize_stats(stats), **objective.batch_metrics(batch)}
     new_state = state.replace(step=state.step + 1, params=params,
                               model_state=model_state, opt_state=opt_state)

@@ -102,6 +102,8 @@ def summarize(updates: Sequence[Mapping[str, float]], num_iterations: int = 1
       row[name] = float(values.min())
     elif name.endswith("_max"):
       row[name] = float(values.max())
+    elif name == "skipped_nonfinite":  # updates skipped, over all passes
+      row[name] = float(values.sum())
     elif name in _COUNTS:
       row[name] = float(values.sum() / num_iterations)
     else:

@@ -7,8 +7,8 @@ its task's rubrics pass) and the same per family, category and difficulty. With
 at `sample_temperature`, graded by the same grader; `pass_at_1` is the mean over
 requests of the share of their samples that pass, `sampled_reward_mean` the samples'
 mean reward, `pass_at_1_tasks` the share per request. Writes `responses.jsonl`,
-`evaluations.jsonl`, `summary.json`, `report.html` (the credit view of a few samples)
-and, with samples, `sampled.jsonl` into the output directory.
+`evaluations.jsonl`, `report.html` (the credit view of a few samples), with samples
+`sampled.jsonl`, and last `summary.json` into the output directory, each atomically.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from rcca_jax.credit import report
+from rcca_jax.data import jsonl
 from rcca_jax.data.tasks import family_of
 from rcca_jax.evaluation.grader import Grader
 from rcca_jax.train import rollouts as rollouts_lib
@@ -102,39 +103,48 @@ def sampled_pass(sampler: Any, tokenizer: Any, tasks: Sequence[Any], pool: Grade
   return pass_stats(rollouts), rollouts
 
 
-def write_sampled(out_dir: str, rollouts: Sequence[rollouts_lib.Rollout]) -> None:
-  with open(os.path.join(out_dir, "sampled.jsonl"), "w", encoding="utf-8") as f:
-    for r in rollouts:
-      passed = rollouts_lib.passed_all(r.record or {})
-      f.write(json.dumps({"task_id": r.task.id, "sample_id": r.sample_id,
-                          "reward": r.reward, "passed": passed,
-                          "response": r.text}) + "\n")
-
-
 def write_outputs(out_dir: str, rollouts: Sequence[rollouts_lib.Rollout],
-                  summary: dict[str, Any], *, num_reports: int, title: str) -> None:
+                  summary: dict[str, Any], *, num_reports: int, title: str,
+                  sampled: Sequence[rollouts_lib.Rollout] = ()) -> None:
+  """Writes the output files, each atomically (a kill never leaves half a file);
+  `summary.json` last, so its presence means the others are complete. Temp files
+  that a killed earlier write left are removed."""
   os.makedirs(out_dir, exist_ok=True)
-  with open(os.path.join(out_dir, "responses.jsonl"), "w", encoding="utf-8") as f:
+  for name in os.listdir(out_dir):
+    if name.startswith(jsonl.TMP_PREFIX):
+      os.remove(os.path.join(out_dir, name))
+  with jsonl.atomic_writer(os.path.join(out_dir, "responses.jsonl")) as f:
     for r in rollouts:
       f.write(json.dumps({"task_id": r.task.id, "sample_id": r.sample_id,
                           "response": r.text}) + "\n")
-  with open(os.path.join(out_dir, "evaluations.jsonl"), "w", encoding="utf-8") as f:
+  with jsonl.atomic_writer(os.path.join(out_dir, "evaluations.jsonl")) as f:
     for r in rollouts:
       f.write(json.dumps(r.record) + "\n")
-  with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
+  with jsonl.atomic_writer(os.path.join(out_dir, "report.html")) as f:
+    f.write(report.render_report(_report_items(rollouts, num_reports), title=title))
+  if sampled:
+    with jsonl.atomic_writer(os.path.join(out_dir, "sampled.jsonl")) as f:
+      for r in sampled:
+        passed = rollouts_lib.passed_all(r.record or {})
+        f.write(json.dumps({"task_id": r.task.id, "sample_id": r.sample_id,
+                            "reward": r.reward, "passed": passed,
+                            "response": r.text}) + "\n")
+  with jsonl.atomic_writer(os.path.join(out_dir, "summary.json")) as f:
     json.dump(summary, f, indent=1)
-  # A few samples per report, spread over families, worst reward first.
+
+
+def _report_items(rollouts: Sequence[rollouts_lib.Rollout],
+                  num_reports: int) -> list[report.ReportItem]:
+  """A few samples for the credit report, spread over families, worst reward first."""
   picked, seen = [], set()
   for r in sorted(rollouts, key=lambda r: (r.reward is None, r.reward or 0.0)):
     family = family_of(r.task)
     if family not in seen and len(picked) < num_reports:
       picked.append(r)
       seen.add(family)
-  items = [report.ReportItem(task_id=r.task.id, sample_id=r.sample_id, response=r.text,
-                             offsets=r.offsets, weights=r.wbar, record=r.record)
-           for r in picked]
-  with open(os.path.join(out_dir, "report.html"), "w", encoding="utf-8") as f:
-    f.write(report.render_report(items, title=title))
+  return [report.ReportItem(task_id=r.task.id, sample_id=r.sample_id, response=r.text,
+                            offsets=r.offsets, weights=r.wbar, record=r.record)
+          for r in picked]
 
 
 def run_eval(sampler: Any, tokenizer: Any, tasks: Sequence[Any], pool: Grader, *,
@@ -164,7 +174,6 @@ def run_eval(sampler: Any, tokenizer: Any, tasks: Sequence[Any], pool: Grader, *
     summary.update(stats, samples_per_request=samples_per_request,
                    sampled_s=time.time() - t0)
   summary.update(extra or {})
-  write_outputs(out_dir, rollouts, summary, num_reports=num_reports, title=title)
-  if sampled:
-    write_sampled(out_dir, sampled)
+  write_outputs(out_dir, rollouts, summary, num_reports=num_reports, title=title,
+                sampled=sampled)
   return summary

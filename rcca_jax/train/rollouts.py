@@ -25,7 +25,8 @@ from rcca_jax.credit import sites as sites_lib
 from rcca_jax.data import batching
 from rcca_jax.data import chat
 from rcca_jax.evaluation.grader import Grader
-from rcca_jax.evaluation.pool import Job
+from rcca_jax.evaluation.pool import GRADING_FAILED, Job
+from rcca_jax.evaluation.record import UNSCORABLE
 from rcca_jax.rl import grpo
 from rcca_jax.train.offsets import token_offsets
 
@@ -49,11 +50,12 @@ class Rollout:
 
   @property
   def reward(self) -> float | None:
-    """The record's reward; None when every rubric was ungraded (docs/method.md#2-gated-reward)."""
+    """The record's reward; None when every rubric was ungraded or the record is
+    unscorable (docs/method.md#2-gated-reward)."""
     if not self.record:
       return 0.0
     reward = self.record["reward"]
-    return None if reward is None else float(reward)
+    return None if reward is None or self.record.get(UNSCORABLE) else float(reward)
 
 
 def decode_with_offsets(tokenizer: Any, tokens: Sequence[int],
@@ -94,13 +96,22 @@ def sample(sampler: Any, tokenizer: Any, tasks: Sequence[Any], *, n: int,
 
 
 def evaluate(pool: Grader, rollouts: Sequence[Rollout], *,
-             weights: Mapping[str, float] | None = None, blame: str = "evaluator"
-             ) -> None:
-  """Fills each rollout's `record` (from the pool) and `wbar` (`assign_weights`)."""
-  jobs = [Job(task=r.task, response=r.text, sample_id=r.sample_id) for r in rollouts]
-  for rollout, record in zip(rollouts, pool.run(jobs, progress=False)):
-    rollout.record = record
+             weights: Mapping[str, float] | None = None, blame: str = "evaluator",
+             only: Sequence[int] | None = None) -> None:
+  """Fills each rollout's `record` (from the pool; with `only`, of those rows alone,
+  e.g. the unscorable ones graded again) and every `wbar` (`assign_weights`)."""
+  rows = range(len(rollouts)) if only is None else list(only)
+  jobs = [Job(task=rollouts[i].task, response=rollouts[i].text,
+              sample_id=rollouts[i].sample_id) for i in rows]
+  for i, record in zip(rows, pool.run(jobs, progress=False)):
+    rollouts[i].record = record
   assign_weights(rollouts, weights=weights, blame=blame)
+
+
+def unscorable_rows(rollouts: Sequence[Rollout]) -> list[int]:
+  """Rows whose record is no verdict (`record.UNSCORABLE`: grading did not finish, or
+  the judge could not grade)."""
+  return [i for i, r in enumerate(rollouts) if (r.record or {}).get(UNSCORABLE)]
 
 
 def assign_weights(rollouts: Sequence[Rollout], *,
@@ -144,12 +155,21 @@ def passed_all(record: Mapping[str, Any]) -> bool:
 
 
 def record_stats(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-  """Mean reward (of the responses that have one), how many have none (all rubrics
-  ungraded), each gate's pass rate, all-gates rate and pass rate."""
+  """Over the scorable records: mean reward (of those that have one), how many have
+  none (all rubrics ungraded), each gate's pass rate, all-gates rate and pass rate.
+  Counted over all: `unscorable` records (no verdict), of them `grading_failed`, and
+  `ungraded_rubrics` (rubrics without a verdict, scorable records' included)."""
+  unscorable = [r for r in records if r.get(UNSCORABLE)]
+  ungraded = sum(rub.get("passed") is None and str(rub.get("detail", "")).startswith("ungraded")
+                 for r in records for rub in r.get("rubrics") or [])
+  records = [r for r in records if not r.get(UNSCORABLE)]
   n = max(len(records), 1)
   rewards = [float(r["reward"]) for r in records if r.get("reward") is not None]
   stats = {"reward_mean": sum(rewards) / max(len(rewards), 1),
-           "no_reward": float(len(records) - len(rewards))}
+           "no_reward": float(len(records) - len(rewards)),
+           "unscorable": float(len(unscorable)),
+           "grading_failed": float(sum(GRADING_FAILED in r for r in unscorable)),
+           "ungraded_rubrics": float(ungraded)}
   for gate in GATES:
     stats[f"gate_{gate}"] = sum((r.get("gates") or {}).get(gate) is True
                                 for r in records) / n
@@ -163,9 +183,9 @@ def rl_batch(rollouts: Sequence[Rollout], *, group_size: int, max_len: int, pad_
              scale_by_std: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray]:
   """The train step's batch (docs/contracts.md#rl-batch-layout) and the advantages.
 
-  Responses without a reward (all rubrics ungraded) leave the batch: their rows keep
-  their place (the batch shape is fixed) with a zero loss mask and advantage, and
-  their group's advantages come from its graded members only.
+  Responses without a reward (all rubrics ungraded, or unscorable) leave the batch:
+  their rows keep their place (the batch shape is fixed) with a zero loss mask and
+  advantage, and their group's advantages come from its graded members only.
   """
   graded = np.asarray([r.reward is not None for r in rollouts])
   rewards = np.asarray([r.reward or 0.0 for r in rollouts], np.float32)

@@ -2,7 +2,8 @@
 
 Each process logs a row over its share of the step's rollouts; the job's row combines
 them. Counters (`SUMMED`) add up; `reward_mean` is a mean over the rollouts that got a
-reward, so it is weighted by each share's `count - no_reward`; every other number is a
+reward, so it is weighted by each share's `count - unscorable - no_reward`, the gate and
+pass rates by `count - unscorable`; every other number is a
 per-rollout mean weighted by `count` (the train step's metrics are already global, equal
 in every share, and come out unchanged). Non-numbers are taken from the first share.
 """
@@ -14,7 +15,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 # Counters over rollouts or grading calls: summed over the shares.
-SUMMED = ("no_reward", "timeouts", "cache_hits")
+SUMMED = ("no_reward", "timeouts", "cache_hits", "unscorable", "grading_failed",
+          "ungraded_rubrics", "worker_deaths")
+# Means over the scorable records only (`rollouts.record_stats`).
+SCORABLE_MEANS = ("gates_pass", "pass_rate")
 
 
 def combine(shares: Sequence[tuple[Mapping[str, Any], int]]) -> dict[str, Any]:
@@ -31,9 +35,18 @@ def combine(shares: Sequence[tuple[Mapping[str, Any], int]]) -> dict[str, Any]:
     elif name in SUMMED:
       out[name] = sum(row[name] for row, _ in have)
     else:
-      weights = [count - row.get("no_reward", 0) if name == "reward_mean" else count
-                 for row, count in have]
+      weights = [_weight(name, row, count) for row, count in have]
       total = sum(weights)
       out[name] = (sum(w * row[name] for w, (row, _) in zip(weights, have)) / total
                    if total else float(np.mean([row[name] for row, _ in have])))
   return out
+
+
+def _weight(name: str, row: Mapping[str, Any], count: int) -> float:
+  """A share's weight in the mean of `name`: the rollouts that mean is over."""
+  scorable = count - row.get("unscorable", 0)
+  if name == "reward_mean":
+    return scorable - row.get("no_reward", 0)
+  if name in SCORABLE_MEANS or name.startswith("gate_"):
+    return scorable
+  return count

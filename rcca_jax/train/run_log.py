@@ -1,4 +1,10 @@
-"""Run outputs: `metrics.jsonl` rows, TensorBoard scalars under `tb/`, a progress bar."""
+"""Run outputs: `metrics.jsonl` rows, TensorBoard scalars under `tb/`, a progress bar.
+
+A kill or a full disk during a row's append can leave a torn last line: readers drop it
+with a note, and `MetricsLogger` repairs the file (rewritten atomically without it)
+when it opens it and before any append, so rows are never appended after a line without
+its newline. A bad line anywhere else is no crash artifact: `MetricsFileError`.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,8 @@ import time
 from typing import Any, Mapping
 
 import numpy as np
+
+from rcca_jax.data import jsonl
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -25,13 +33,48 @@ def _plain(value: Any) -> Any:
   return value
 
 
-def read_rows(workdir: str) -> list[dict[str, Any]]:
-  """The rows of `DIR/metrics.jsonl` (none when the file does not exist)."""
-  path = os.path.join(workdir, METRICS_FILE)
+class MetricsFileError(ValueError):
+  """A bad line of `metrics.jsonl` that is not its last (not an interrupted append)."""
+
+
+def _load(path: str) -> tuple[list[dict[str, Any]], str | None]:
+  """The rows of a metrics file and the error of its torn last line (None if whole)."""
   if not os.path.exists(path):
-    return []
-  with open(path, encoding="utf-8") as f:
-    return [json.loads(line) for line in f if line.strip()]
+    return [], None
+  lines = list(jsonl.read_lines(path))
+  torn = lines.pop().error if lines and lines[-1].error else None
+  for line in lines:
+    if line.error:
+      raise MetricsFileError(f"{line.error} (only a torn last line is repaired: this "
+                             "one is followed by other rows)")
+  return [line.obj for line in lines], torn
+
+
+def read_rows(workdir: str) -> list[dict[str, Any]]:
+  """The rows of `DIR/metrics.jsonl` (none when the file does not exist); a torn last
+  line is dropped with a note; another bad line raises MetricsFileError (FILE:LINE)."""
+  rows, torn = _load(os.path.join(workdir, METRICS_FILE))
+  if torn:
+    note("%s (a torn last line, left by an interrupted write): dropped", torn)
+  return rows
+
+
+def _ends_with_newline(path: str) -> bool:
+  """Whether the file is empty, absent or ends with a newline."""
+  try:
+    with open(path, "rb") as f:
+      if f.seek(0, os.SEEK_END) == 0:
+        return True
+      f.seek(-1, os.SEEK_END)
+      return f.read(1) == b"\n"
+  except FileNotFoundError:
+    return True
+
+
+def _rewrite(path: str, rows: list[dict[str, Any]]) -> None:
+  with jsonl.atomic_writer(path) as f:
+    for row in rows:
+      f.write(json.dumps(row, allow_nan=True) + "\n")
 
 
 class MetricsLogger:
@@ -39,19 +82,34 @@ class MetricsLogger:
   numeric fields to TensorBoard as `STAGE/NAME` scalars.
 
   On resume, `truncate(stage, step)` drops rows of `stage` logged after `step` (work
-  that was not checkpointed and will be done again), so no step appears twice.
+  that was not checkpointed and will be done again), so no step appears twice. Opening
+  repairs a torn last line (`repair`).
   """
 
   def __init__(self, workdir: str, *, tensorboard: bool = True):
     os.makedirs(workdir, exist_ok=True)
     self.path = os.path.join(workdir, METRICS_FILE)
     self._writer = None
-    if tensorboard and _is_main_process():
-      from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
-      self._writer = SummaryWriter(os.path.join(workdir, "tb"))
+    if _is_main_process():
+      self.repair()
+      if tensorboard:
+        from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
+        self._writer = SummaryWriter(os.path.join(workdir, "tb"))
 
   def rows(self) -> list[dict[str, Any]]:
     return read_rows(os.path.dirname(self.path))
+
+  def repair(self) -> bool:
+    """Rewrites the file atomically without a torn last line (and with the newline an
+    interrupted append left out); whether it had to. MetricsFileError for a bad line
+    that is not the last."""
+    rows, torn = _load(self.path)
+    if torn is None and _ends_with_newline(self.path):
+      return False
+    _rewrite(self.path, rows)
+    note("%s: repaired (%s)", self.path, f"dropped a torn last line: {torn}" if torn
+         else "the last row's newline was missing")
+    return True
 
   def truncate(self, stage: str, step: int) -> None:
     """Removes rows of `stage` (and eval rows made during it) after `step`."""
@@ -61,16 +119,14 @@ class MetricsLogger:
             and not (r.get("stage") == "eval" and r.get("after") == stage
                      and r.get("step", 0) > step)]
     if len(keep) != len(rows) and _is_main_process():
-      tmp = self.path + ".tmp"
-      with open(tmp, "w", encoding="utf-8") as f:
-        for row in keep:
-          f.write(json.dumps(row) + "\n")
-      os.replace(tmp, self.path)
+      _rewrite(self.path, keep)
 
   def write(self, stage: str, step: int, values: Mapping[str, Any]) -> dict[str, Any]:
     row = {"step": int(step), "stage": stage, "time": round(time.time(), 3)}
     row.update({k: _plain(v) for k, v in values.items()})
     if _is_main_process():
+      if not _ends_with_newline(self.path):
+        self.repair()
       with open(self.path, "a", encoding="utf-8") as f:
         f.write(json.dumps(row, allow_nan=True) + "\n")
       if self._writer is not None:

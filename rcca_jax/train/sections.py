@@ -106,6 +106,11 @@ class RlSection:
   recompute_old_logprobs: bool = False  # old log-probs recomputed, not the sampler's
   reference: str = ""           # KL reference (rl.loss.kl_beta > 0): "" = the SFT result
   overlap_steps: int = 0        # 1: sample step n+1 while step n is graded (train/overlap.py)
+  # A step whose share of unscorable responses (grading did not finish, or the judge
+  # could not grade) exceeds this is not applied: graded again up to
+  # `unscorable_retries` times, then the run stops (train/faults.py).
+  max_unscorable: float = 0.25
+  unscorable_retries: int = 2
   optimizer: Mapping[str, Any] = _sub(optim.OptimizerConfig)
   loss: Mapping[str, Any] = _sub(LOSS_FIELDS, defaults=losses.LossConfig)
 
@@ -139,6 +144,7 @@ class CheckpointSection:
   max_to_keep: int = 2
   async_save: bool = False
   keep_best: bool = True        # WORKDIR/checkpoints/best: the RL state of the best dev reward
+  every_seconds: float = 0.0    # SFT also saves when this long passed since its last save (0: off)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -147,6 +153,9 @@ class JobConfig:
   seed: int = 0
   micro_batches: int = 1        # gradient accumulation: micro-batches per update
   logits_chunk: int = 0         # log-probs over sequence chunks of this length (0: whole)
+  # Updates skipped in a row for a non-finite loss or gradient norm before the run
+  # stops (train/faults.py; 0: never stops).
+  max_nonfinite_in_row: int = 3
   init_from_hf: str = ""        # a Hugging Face checkpoint directory to start from
   init_from_gguf: str = ""      # or a GGUF file (Llama family)
   # The model's fields (`family` picks Ling or Llama; models/families.py builds it).

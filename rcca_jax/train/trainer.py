@@ -35,7 +35,7 @@ import json
 import os
 import pathlib
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -52,6 +52,7 @@ from rcca_jax.data.selection import load_task_file, resolve_path, select_tasks
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import Grader, make_grader
 from rcca_jax.evaluation.pool import Job
+from rcca_jax.evaluation.record import UNSCORABLE
 from rcca_jax.models import families
 from rcca_jax.models import gguf_checkpoint
 from rcca_jax.models import hf_checkpoint
@@ -60,12 +61,14 @@ from rcca_jax.parallel import multihost
 from rcca_jax.rl import checkpoint as checkpoint_lib
 from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import optim
+from rcca_jax.rl.batching import NonFiniteBatch
 from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
 from rcca_jax.rl import updates as updates_lib
 from rcca_jax.sampling import JaxSampler, Sampler
 from rcca_jax.train import config_check
 from rcca_jax.train import eval_loop
+from rcca_jax.train import faults
 from rcca_jax.train import outcome as outcome_lib
 from rcca_jax.train import overlap as overlap_lib
 from rcca_jax.train import prompts as prompts_lib
@@ -73,11 +76,19 @@ from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import row_reduce
 from rcca_jax.train import run_log
 from rcca_jax.train import site_metrics
+from rcca_jax.train import workdir_guard
 from rcca_jax.train import sections
 from rcca_jax.train.configs import (load_tokenizer, loss_config, model_config,
                                     optimizer_config, update_config)
 
 LOCALIZE = "rcca_jax.credit.localize:localize_record"
+
+
+def all_finite(tree: Any) -> bool:
+  """Whether every floating-point leaf of `tree` is finite (one device reduction)."""
+  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
+            if jnp.issubdtype(x.dtype, jnp.floating)]
+  return bool(jax.device_get(jnp.all(jnp.stack(leaves)))) if leaves else True
 
 
 def step_seed(rng: jax.Array, step: int) -> int:
@@ -99,16 +110,27 @@ class Trainer:
 
   def __init__(self, config: ml_collections.ConfigDict, workdir: str, *,
                mode: str = "train", sampler: Optional[Sampler] = None,
-               grader: Optional[Grader] = None):
+               grader: Optional[Grader] = None, allow_changes: Sequence[str] = ()):
     """`config` is checked for `mode` ("train" or "eval") before anything is built;
     `sampler` and `grader` replace the in-process `JaxSampler` and the browser
-    `EvalPool` (the trainer closes the grader when it closes)."""
+    `EvalPool` (the trainer closes the grader when it closes). The work directory is
+    locked (`workdir_guard`) until `close`; in "train" mode a config other than the one
+    saved there is refused unless its changed fields match `allow_changes`."""
     config_check.check(config, num_devices=jax.device_count(), mode=mode,
                        num_processes=jax.process_count())
     self.config = config
     self.job = job = sections.job_config(config)
     self.workdir = workdir
     os.makedirs(workdir, exist_ok=True)
+    # Before anything reads or repairs the directory: one live job per work directory.
+    self._lock = workdir_guard.WorkdirLock(workdir) if jax.process_index() == 0 else None
+    self._take_lock()
+    if mode == "train" and self._lock is not None:
+      try:
+        workdir_guard.check_saved_config(workdir, config.to_dict(), allow=allow_changes)
+      except workdir_guard.ConfigChanged:
+        self._lock.release()
+        raise
     tokenizer_path = job.data.tokenizer or job.pretrained_source
     if not tokenizer_path:
       raise ValueError("config.data.tokenizer is empty (and there is no init_from_hf or "
@@ -147,6 +169,7 @@ class Trainer:
     self._rl_tasks: Optional[list] = None
     self._logprobs: Optional[Any] = None
     self.skipped_prompts = 0
+    self._watch: Optional[faults.PreemptionWatch] = None
 
   # ---- shared pieces ------------------------------------------------------------
 
@@ -196,9 +219,14 @@ class Trainer:
         os.path.join(self.workdir, "checkpoints", stage),
         max_to_keep=max_to_keep or c.max_to_keep, async_save=c.async_save)
 
+  def _take_lock(self) -> None:
+    if self._lock is not None:
+      self._lock.acquire()
+
   def open(self) -> "Trainer":
     """Reopens checkpoints and metrics after `close` (a Trainer can run again)."""
     if self._closed:
+      self._take_lock()
       for stage in (self.sft, self.rl):
         stage.checkpointer = self._checkpointer(stage.name)
       if self.keep_best:
@@ -219,6 +247,8 @@ class Trainer:
     if self._pool is not None:
       self._pool.close()  # reusable: a later run starts its workers again
     self.metrics.close()
+    if self._lock is not None:
+      self._lock.release()
     self._closed = True
 
   def __enter__(self) -> "Trainer":
@@ -236,20 +266,38 @@ class Trainer:
     return train_step.init_state(self.fmodel, opt_config, self.job.seed,
                                  self._shardings(opt_config))
 
+  def _target(self, stage: _Stage) -> train_step.TrainState:
+    return train_step.abstract_state(self.fmodel, stage.opt_config,
+                                     self._shardings(stage.opt_config))
+
   def _restore(self, stage: _Stage, step: Optional[int] = None):
-    target = train_step.abstract_state(self.fmodel, stage.opt_config,
-                                       self._shardings(stage.opt_config))
-    return stage.checkpointer.restore(target, step)
+    return stage.checkpointer.restore(self._target(stage), step)
+
+  def _restore_latest(self, stage: _Stage) -> Optional[tuple[Any, dict, int]]:
+    """(state, data position, step) of `stage`'s newest checkpoint that restores (a
+    broken newer one is set aside with a warning); None without any."""
+    if stage.checkpointer.latest_step() is None:
+      return None
+    return stage.checkpointer.restore_latest_good(self._target(stage))
 
   def _save(self, stage: _Stage, state, position: dict, force: bool = False,
             done: Optional[int] = None) -> bool:
     """Saves every `checkpoint_every` steps (`done`: steps done, default the state's);
-    whether it saved."""
+    whether it saved. A state with a non-finite leaf is never saved: RunStopped."""
     step = int(jax.device_get(state.step)) if done is None else done
     if force or step % getattr(self.job, stage.name).checkpoint_every == 0:
+      if not all_finite((state.params, state.opt_state, state.model_state)):
+        raise faults.RunStopped(
+            f"{stage.name} step {step}: non-finite parameters or optimizer state, not "
+            f"saved; last checkpoint: step {stage.checkpointer.latest_step()}")
       stage.checkpointer.save(state, position, force=True)
       return True
     return False
+
+  def _preempted(self, step: int, notice: bool = True) -> bool:
+    """Whether SIGTERM (or, with `notice`, a preemption notice) asks the run to stop
+    after `step`."""
+    return self._watch is not None and self._watch.requested(step, notice)
 
   def _sampler(self, state) -> Sampler:
     """The run's sampler (built once), given `state`'s weights."""
@@ -509,6 +557,8 @@ class Trainer:
     step_fn = self._compile(sft_lib.NextTokenObjective(), stage)
     bar = run_log.Progress("sft", stage.num_steps, start)
     log_every = self.job.sft.log_every
+    guard = faults.NonFiniteGuard("SFT", self.job.max_nonfinite_in_row)
+    every_s, saved_at = self.job.checkpoint.every_seconds, time.time()
     try:
       while start < stage.num_steps:
         t0 = time.time()
@@ -519,14 +569,24 @@ class Trainer:
         state, m = step_fn(state, batch)
         start += 1
         m = jax.device_get(m)
-        self._save(stage, state, {"batches": start}, force=start == stage.num_steps)
-        if start % log_every == 0 or start == stage.num_steps:
+        guard.update(m["skipped_nonfinite"])
+        preempted = self._preempted(start)
+        timed = 0 < every_s <= time.time() - saved_at
+        if self._save(stage, state, {"batches": start},
+                      force=start == stage.num_steps or preempted or timed):
+          saved_at = time.time()
+        if start % log_every == 0 or start == stage.num_steps or preempted:
           self.metrics.write("sft", start, {
               "loss": m["loss"], "nll": m["nll"], "grad_norm": m["grad_norm"],
-              "clipped": m["clipped"],
+              "clipped": m["clipped"], "skipped_nonfinite": guard.total,
               "learning_rate": m["learning_rate"], "tokens": m["response_tokens"],
               "step_s": time.time() - t0})
         bar.update(loss=float(m["loss"]))
+        guard.check(start, stage.checkpointer.latest_step)
+        if preempted:
+          stage.checkpointer.wait()
+          raise faults.Preempted(f"preempted: SFT stopped after step {start}, "
+                                 "checkpointed; run the same command to resume")
     finally:
       bar.close()
     stage.checkpointer.wait()
@@ -565,10 +625,48 @@ class Trainer:
         max_new_tokens=r.max_new_tokens, temperature=r.temperature,
         seed=(step_seed(state.rng, step) + 7919 * jax.process_index()) % (2**31 - 1))
 
+  def _dev_eval_due(self, step: int) -> bool:
+    return self.job.eval.enabled and (step % self.job.eval.every_rl_steps == 0
+                                      or step == self.rl.num_steps)
+
+  def _dev_eval_rl(self, state, step: int) -> None:
+    """RL step `step`'s dev evaluation, collapse warning and keep-best decision."""
+    summary = self.evaluate(state, "rl", step)
+    self.warn_on_collapse(summary, f"after RL step {step}")
+    self.keep_if_best(state, summary.get("reward_mean"), step)
+
+  def _settle_unscorable(self, rollouts: list, step: int) -> int:
+    """Grades the unscorable rollouts again while their share of the step (over every
+    process) exceeds `rl.max_unscorable`, at most `rl.unscorable_retries` times; how
+    many times. Still over: RunStopped, the step not applied."""
+    r = self.job.rl
+    for attempt in range(r.unscorable_retries + 1):
+      rows = rollouts_lib.unscorable_rows(rollouts)
+      counts = [(len(rows), len(rollouts))]
+      if multihost.is_multi_process():
+        counts = multihost.allgather_json(counts[0])
+      bad, total = (sum(c[i] for c in counts) for i in (0, 1))
+      if bad <= r.max_unscorable * total:
+        return attempt
+      if attempt < r.unscorable_retries:
+        run_log.note("RL step %d: %d of %d responses unscorable (rl.max_unscorable=%g): "
+                     "grading them again", step, bad, total, r.max_unscorable)
+        rollouts_lib.evaluate(self.pool(), rollouts, weights=self.credit_weights,
+                              blame=self.credit.blame, only=rows)
+    first = rollouts[rows[0]].record[UNSCORABLE] if rows else "in another process"
+    raise faults.RunStopped(
+        f"RL step {step}: {bad} of {total} responses unscorable after "
+        f"{r.unscorable_retries} more gradings (rl.max_unscorable={r.max_unscorable:g}; "
+        f"first: {first}); the step was not applied, last checkpoint: RL step "
+        f"{self.rl.checkpointer.latest_step()} (optimizer updates)")
+
   def run_rl(self, state) -> train_step.TrainState:
     stage, r = self.rl, self.job.rl
     # RL steps (rollout batches) done; the state counts optimizer updates.
     start = int(jax.device_get(state.step)) // self.updates.updates_per_batch
+    if start and self._dev_eval_due(start) and not self._logged_eval("rl", start):
+      run_log.note("RL step %d's dev evaluation was not logged: done now", start)
+      self._dev_eval_rl(state, start)  # a kill between the checkpoint and its evaluation
     if start >= stage.num_steps:
       return state
     tasks = self.rl_tasks()
@@ -586,11 +684,13 @@ class Trainer:
         overlap_steps=r.overlap_steps, num_steps=stage.num_steps,
         ahead_dir=os.path.join(self.workdir, "checkpoints", "rl_ahead"))
     bar = run_log.Progress("rl", stage.num_steps, start)
+    guard = faults.NonFiniteGuard("RL", self.job.max_nonfinite_in_row)
     try:
       while start < stage.num_steps:
         t0 = time.time()
-        cached = self._cache_counts()
+        cached, deaths = self._cache_counts(), self.pool().stats.get("worker_deaths", 0)
         rollouts, times = source.get(state, start)
+        regraded = self._settle_unscorable(rollouts, start + 1)
         cache_row = self._cache_row(cached)
         t2 = time.time()
         batch, _ = rollouts_lib.rl_batch(
@@ -599,13 +699,22 @@ class Trainer:
         batch, extra = updates_lib.with_logprobs(
             batch, state, reference=reference,
             policy_logprobs=logprob_fn if self.updates.recompute_old_logprobs else None)
-        batch = train_step.numpy_batch(batch, objective.keys)
-        state, per_update = updates_lib.run_updates(step_fn, state, batch, self.updates)
+        try:
+          batch = train_step.numpy_batch(batch, objective.keys)
+        except NonFiniteBatch as e:  # the policy's own log-probs: no update, step counted
+          run_log.note("RL step %d: %s; update skipped", start + 1, e)
+          state = state.replace(step=state.step + self.updates.updates_per_batch)
+          per_update = [{"skipped_nonfinite": 1.0, "loss": float("nan")}]
+        else:
+          state, per_update = updates_lib.run_updates(step_fn, state, batch, self.updates)
         start += 1
+        for update in per_update:
+          guard.update(update["skipped_nonfinite"])
         m = {**updates_lib.summarize(per_update, self.updates.num_iterations), **extra}
         t3 = time.time()
+        preempted = self._preempted(start)
         if self._save(stage, state, {"prompt_batches": start},
-                      force=start == stage.num_steps, done=start):
+                      force=start == stage.num_steps or preempted, done=start):
           source.save(start)
         row = rollouts_lib.record_stats([x.record for x in rollouts])
         row.update(rollouts_lib.weight_shares(rollouts))
@@ -613,18 +722,26 @@ class Trainer:
         if self.is_controlled:
           row.update(rollouts_lib.bug_stats(rollouts))
         row.update(m)
+        stats = self.pool().stats
         row.update(response_len=float(np.mean([len(x.tokens) for x in rollouts])),
                    skipped_long_prompts=self.skipped_prompts,
-                   timeouts=self.pool().stats["timeouts"],
+                   timeouts=stats.get("timeouts", 0), regraded=regraded,
+                   worker_deaths=stats.get("worker_deaths", 0) - deaths,
                    **times, **cache_row, train_s=t3 - t2, step_s=time.time() - t0)
         row = row_reduce.combine(multihost.gather_shares(row, len(rollouts)))
         self.metrics.write("rl", start, row)
         bar.update(reward=row["reward_mean"], passed=row["pass_rate"], loss=row["loss"])
-        if start % self.job.eval.every_rl_steps == 0 or start == stage.num_steps:
-          if self.job.eval.enabled:
-            summary = self.evaluate(state, "rl", start)
-            self.warn_on_collapse(summary, f"after RL step {start}")
-            self.keep_if_best(state, summary.get("reward_mean"), start)
+        guard.check(start, stage.checkpointer.latest_step)
+        if preempted:  # its dev evaluation, if due, is done on resume
+          stage.checkpointer.wait()
+          raise faults.Preempted(f"preempted: RL stopped after step {start}, "
+                                 "checkpointed; run the same command to resume")
+        if self._dev_eval_due(start):
+          self._dev_eval_rl(state, start)
+        if self._preempted(start, notice=False):
+          stage.checkpointer.wait()
+          raise faults.Preempted(f"preempted: RL stopped after step {start} and its dev "
+                                 "evaluation; run the same command to resume")
     finally:
       bar.close()
     stage.checkpointer.wait()
@@ -635,19 +752,22 @@ class Trainer:
   def train(self) -> None:
     """SFT (unless finished), post-SFT evaluation (once), then RL; resumes."""
     self.open()
+    self._watch = faults.PreemptionWatch()
     try:
       self.rl_tasks()  # RL prompts that cannot fit are refused before any work
-      rl_step = self.rl.checkpointer.latest_step()
-      if rl_step is not None:
-        state, position = self._restore(self.rl)
+      if self.job.eval.enabled and not self.is_controlled:
+        self.dev_tasks()  # so is a dev task file that cannot be read
+      restored = self._restore_latest(self.rl)
+      if restored is not None:
+        state, position, rl_step = restored
         rl_step //= self.updates.updates_per_batch
         run_log.note("resuming RL at step %d (%s)", rl_step, position)
         self.metrics.truncate("rl", rl_step)
       else:
         self.metrics.truncate("rl", 0)
-        sft_step = self.sft.checkpointer.latest_step()
-        if sft_step is not None:
-          state, position = self._restore(self.sft)
+        restored = self._restore_latest(self.sft)
+        if restored is not None:
+          state, position, sft_step = restored
           run_log.note("resuming SFT at step %d (%s)", sft_step, position)
         else:
           sft_step = 0
@@ -661,9 +781,14 @@ class Trainer:
         state = self.rl_state_from(state)
         post_sft = outcome_lib.eval_rows(self.metrics.rows(), "sft")
         self.keep_if_best(state, post_sft[-1]["reward_mean"] if post_sft else None, 0)
+        if self._preempted(done, notice=False):
+          raise faults.Preempted("preempted: stopped after SFT and its dev evaluation; "
+                                 "run the same command to resume")
       self.run_rl(state)
       self.report_outcome()
     finally:
+      self._watch.close()
+      self._watch = None
       self.close()
 
   def _eval_state(self, which: str) -> tuple[str, train_step.TrainState]:
