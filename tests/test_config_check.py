@@ -143,6 +143,18 @@ class RangesAndOverridesTest(absltest.TestCase):
     config.credit.update(direct=1.0, context=1.0, cap=1.0)
     self.assertEqual(config_check.problems(config, num_devices=1), [])
 
+  def test_fault_budgets(self):
+    config = tiny_cpu.get_config()
+    config.rl.max_unscorable = 1.5
+    config.rl.unscorable_retries = -1
+    config.max_nonfinite_in_row = 0.5
+    config.checkpoint = {"every_seconds": -1.0}
+    problems = config_check.problems(config, num_devices=1)
+    for want in ("rl.max_unscorable=1.5 must be in [0, 1]",
+                 "checkpoint.every_seconds=-1.0 must be >= 0",
+                 "rl.unscorable_retries", "max_nonfinite_in_row"):
+      self.assertTrue(any(p.startswith(want) for p in problems), (want, problems))
+
   def test_unknown_path_names_the_closest_field(self):
     values = tiny_cpu.get_config().to_dict()
     self.assertEqual(mapping.unknown_path(values, "rl.gruop_size"),

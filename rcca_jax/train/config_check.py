@@ -57,6 +57,8 @@ RANGES = {
     "rl.loss.rcca_c": (0.0, math.inf, True, True),
     "rl.loss.rcca_positive_blamed": (0.0, math.inf, False, True),
     "eval.collapse_margin": (0.0, math.inf, False, True),
+    "rl.max_unscorable": (0.0, 1.0, False, False),
+    "checkpoint.every_seconds": (0.0, math.inf, False, True),
 }
 
 
@@ -256,6 +258,8 @@ def _check_rl(c: _Collector, mode: str) -> None:
   c.integer("sft.num_steps", 0)
   c.integer("rl.num_iterations", 1)
   c.integer("logits_chunk", 0)
+  c.integer("rl.unscorable_retries", 0)
+  c.integer("max_nonfinite_in_row", 0)
   temperature = c.get("rl.temperature")
   if temperature != 1.0:
     c.add(f"rl.temperature={temperature}: the policy loss computes log-probabilities at "
