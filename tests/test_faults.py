@@ -132,14 +132,30 @@ class NonFiniteTest(absltest.TestCase):
       guard.check(6, lambda: 4)
 
 
-class DevTasksFirstTest(absltest.TestCase):
+def _tiny_config():
+  from experiments import tiny_natural  # pylint: disable=import-outside-toplevel
+  config = tiny_natural.get_config()
+  config.model.update(hidden_size=32, intermediate_size=64)
+  config.data.families = ("dark_mode",)
+  config.sft.update(num_steps=3, batch_size=2, log_every=1, checkpoint_every=100)
+  config.rl.num_steps = 0
+  return config
+
+
+class TrainerFaultsTest(absltest.TestCase):
+
+  def test_time_based_sft_checkpoints(self):
+    config = _tiny_config()
+    config.eval.enabled = False
+    config.checkpoint.every_seconds = 1e-6  # every step: each takes longer than this
+    workdir = self.create_tempdir().full_path
+    with trainer.Trainer(config, workdir) as job:
+      job.train()
+      self.assertEqual(job.sft.checkpointer.all_steps(), [2, 3])  # max_to_keep 2
 
   def test_a_broken_dev_task_file_fails_before_sft(self):
-    from experiments import tiny_natural  # pylint: disable=import-outside-toplevel
     bad = self.create_tempfile("dev.jsonl", content="{not json\n").full_path
-    config = tiny_natural.get_config()
-    config.model.update(hidden_size=32, intermediate_size=64)
-    config.data.families = ("dark_mode",)
+    config = _tiny_config()
     config.eval.tasks = bad
     workdir = self.create_tempdir().full_path
     with self.assertRaisesRegex(ValueError, f"{bad}:1"):
