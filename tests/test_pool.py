@@ -10,6 +10,7 @@ import pytest
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import pool as pool_lib
 from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.record import UNSCORABLE
 
 TASK = tasks_lib.parse_task({
     "id": "p", "request": "a heading",
@@ -106,7 +107,10 @@ class PoolTest(absltest.TestCase):
       records = list(pool.run(jobs))
       elapsed = time.monotonic() - start
       self.assertEqual(pool.stats["timeouts"], 1)
-    self.assertEqual([r["reward"] for r in records], [1.0, 0.10, 1.0])
+    # The hung response's grading never finished: unscorable, no reward (the default
+    # load and step timeouts would have made its hang a verdict long before 3 s).
+    self.assertEqual([r["reward"] for r in records], [1.0, None, 1.0])
+    self.assertIn("deadline of 3s exceeded", records[1][UNSCORABLE])
     self.assertIn("deadline of 3s exceeded", records[1]["issues"][0]["message"])
     self.assertIs(records[1]["gates"]["source"], True)
     self.assertLess(elapsed, 3.0 + 20.0)

@@ -36,6 +36,7 @@ from rcca_jax.evaluation import pool as pool_lib
 from rcca_jax.evaluation.browser import find_chromium
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.pool import Job
+from rcca_jax.evaluation.record import UNSCORABLE
 
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # rcca_jax/
 _ROOTS = ("rcca_jax.evaluation.evaluator", "rcca_jax.evaluation.pool",
@@ -128,7 +129,7 @@ def is_hang(record: Mapping[str, Any]) -> bool:
 def cacheable(record: Mapping[str, Any], has_judge: bool) -> bool:
   """False for records of infrastructure or grading-code failures (module docstring);
   a hang is cacheable only once reproduced (`CachedGrader`)."""
-  if (pool_lib.GRADING_FAILED in record or "error" in record
+  if (pool_lib.GRADING_FAILED in record or UNSCORABLE in record or "error" in record
       or "post_process_error" in record):
     return False
   if any("crash" in (i.get("evidence") or {}) for i in record.get("issues") or []):

@@ -23,6 +23,7 @@ import traceback
 from typing import Any, Callable, Iterable, Iterator
 
 from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.evaluation.record import UNSCORABLE
 
 _KILL_GRACE = 2.0
 _POLL = 0.05
@@ -122,12 +123,13 @@ def _apply_post_process(fn, record: dict, response: str) -> dict:
 def failed_record(job: Job, reason: str, config: EvalConfig,
                   post_fn: Callable[[dict, str], dict] | None) -> dict:
   """The record of a response whose grading never finished: format/source computed
-  here, runtime failed with `reason`, then the post-process; `GRADING_FAILED` holds the
-  reason (such a record describes the grading, not the app: never cached)."""
+  here, runtime failed with `reason`, then the post-process; `GRADING_FAILED` and
+  `UNSCORABLE` hold the reason and `reward` is None (such a record describes the
+  grading, not the app: no verdict, never cached, never trained on)."""
   from rcca_jax.evaluation import evaluator as evaluator_lib  # pylint: disable=import-outside-toplevel
   record = evaluator_lib.static_record(job.task, job.response, job.sample_id, reason,
                                        config).to_json()
-  record[GRADING_FAILED] = reason
+  record.update({GRADING_FAILED: reason, UNSCORABLE: reason, "reward": None})
   return _apply_post_process(post_fn, record, job.response)
 
 
