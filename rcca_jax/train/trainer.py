@@ -654,11 +654,13 @@ class Trainer:
         rollouts_lib.evaluate(self.pool(), rollouts, weights=self.credit_weights,
                               blame=self.credit.blame, only=rows)
     first = rollouts[rows[0]].record[UNSCORABLE] if rows else "in another process"
+    saved = self.rl.checkpointer.latest_step()
     raise faults.RunStopped(
         f"RL step {step}: {bad} of {total} responses unscorable after "
         f"{r.unscorable_retries} more gradings (rl.max_unscorable={r.max_unscorable:g}; "
-        f"first: {first}); the step was not applied, last checkpoint: RL step "
-        f"{self.rl.checkpointer.latest_step()} (optimizer updates)")
+        f"first: {first}); the step was not applied, last checkpoint: "
+        + ("none in rl/ (the SFT result)" if saved is None
+           else f"rl/{saved} (after RL step {saved // self.updates.updates_per_batch})"))
 
   def run_rl(self, state) -> train_step.TrainState:
     stage, r = self.rl, self.job.rl
