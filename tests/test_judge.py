@@ -15,6 +15,7 @@ from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import judge as judge_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.evaluator import Evaluator
+from rcca_jax.evaluation.record import JUDGE_FAILED, UNSCORABLE
 
 
 class FakeServer:
@@ -288,13 +289,14 @@ RESPONSE = "```html\n<!DOCTYPE html><html><body><h1>Hi</h1></body></html>\n```"
 
 
 @pytest.mark.browser
-class EvaluatorWithJudgeTest(absltest.TestCase):
+class EvaluatorWithJudgeTest(parameterized.TestCase):
 
-  def test_rubrics_without_check_go_to_the_judge(self):
+  @parameterized.parameters("unscorable", "drop")
+  def test_rubrics_without_check_go_to_the_judge(self, partial_judge):
     server = FakeServer(['{"passed": false, "severity": "major", "evidence": ["<h1>Hi</h1>"],'
                          ' "reason": "plain"}', "unparseable", "unparseable", "unparseable"])
     ev = Evaluator(EvalConfig(judge_url=server.base, judge_model="m", judge_retries=1,
-                              judge_timeout=5))
+                              judge_timeout=5, partial_judge=partial_judge))
     try:
       record = ev.evaluate(TASK, RESPONSE, 0).to_json()
     finally:
@@ -304,8 +306,13 @@ class EvaluatorWithJudgeTest(absltest.TestCase):
     self.assertIs(r1["passed"], True)
     self.assertEqual((r2["passed"], r2["severity"]), (False, "major"))
     self.assertIsNone(r3["passed"])
-    self.assertIn("unparseable", r3["detail"])
-    self.assertAlmostEqual(record["reward"], 1 - 0.15)
+    self.assertTrue(r3["detail"].startswith(JUDGE_FAILED + "unparseable"), r3["detail"])
+    if partial_judge == "unscorable":  # r3 got no verdict: neither does the response
+      self.assertIsNone(record["reward"])
+      self.assertIn("1 of 3 rubrics ungraded by the judge: unparseable", record[UNSCORABLE])
+    else:  # scored on r1 and r2 alone
+      self.assertAlmostEqual(record["reward"], 1 - 0.15)
+      self.assertNotIn(UNSCORABLE, record)
     issue = [i for i in record["issues"] if i["rubric_id"] == "r2"][0]
     self.assertEqual(issue["evidence"]["quotes"], ["<h1>Hi</h1>"])
 

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from rcca_jax.base import mapping
 
 HANG_LOCATORS = ("replay", "debugger", "profiler", "none")
+PARTIAL_JUDGE = ("unscorable", "drop")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,8 +34,12 @@ class EvalConfig:
   hang_probe_timeout: float = 1.0    # deadline of the replay that locates a hang
   judge_url: str | None = None       # OpenAI-compatible base URL (with or without /v1)
   judge_model: str | None = None
-  judge_timeout: float = 60.0
+  judge_timeout: float = 20.0        # one judge request
   judge_retries: int = 2
+  judge_budget: float = 30.0         # one judged rubric, all tries and waits (0: no limit)
+  # A judged rubric the judge could not grade: "unscorable" (the record is no verdict,
+  # record.UNSCORABLE) or "drop" (scored on the graded rubrics alone, as before).
+  partial_judge: str = "unscorable"
   judge_max_app_chars: int = 24000   # app text sent to the judge is cut to this length
   reward: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # RewardConfig.from_dict
 
@@ -57,6 +62,9 @@ class EvalConfig:
     if config.hang_locator not in HANG_LOCATORS:
       raise ValueError(f"hang_locator must be one of {', '.join(HANG_LOCATORS)}, "
                        f"not {config.hang_locator!r}")
+    if config.partial_judge not in PARTIAL_JUDGE:
+      raise ValueError(f"partial_judge must be one of {', '.join(PARTIAL_JUDGE)}, "
+                       f"not {config.partial_judge!r}")
     config.reward_config()  # validates the reward section now, not in a worker later
     return config
 

@@ -25,7 +25,7 @@ from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.judge import Judge
 from rcca_jax.evaluation.page_session import (BrowserGone, PageCrashed, PageException,
                                               PageLog, PageSession)
-from rcca_jax.evaluation.record import EvalRecord, Issue, RubricResult
+from rcca_jax.evaluation.record import JUDGE_FAILED, EvalRecord, Issue, RubricResult
 
 _MAX_HANGS = 2  # after this many hung rubrics the remaining ones are not run
 
@@ -66,27 +66,32 @@ def build_record(task, sample_id: int, gates: Sequence[bool], rubrics: list[Rubr
                  error: str | None = None, timing: dict[str, float] | None = None) -> EvalRecord:
   """Assembles the record: gate dict, rubric score (only when all gates passed), reward.
 
-  When all gates pass but every rubric is ungraded, there is no reward
-  (docs/method.md#2-gated-reward):
-  `reward` and `rubric_score` are None and `no_reward` says why.
+  When all gates pass but the judge could not grade a rubric, the record is unscorable
+  (`config.partial_judge == "unscorable"`: no reward, `unscorable` says why); when every
+  rubric is ungraded, there is no reward (docs/method.md#2-gated-reward): `reward` and
+  `rubric_score` are None and `no_reward` says why.
   """
   cfg = config.reward_config()
   gate_dict = reward_lib.gate_values(*gates)
-  score, no_reward = None, None
+  score, no_reward, unscorable = None, None, None
   if len(gates) == 3 and all(gates):
-    if rubrics and error is None and all(r.passed is None for r in rubrics):
+    failed = [r for r in rubrics if r.passed is None and r.detail.startswith(JUDGE_FAILED)]
+    if failed and error is None and config.partial_judge == "unscorable":
+      unscorable = (f"{len(failed)} of {len(rubrics)} rubrics ungraded by the judge: "
+                    f"{failed[0].detail[len(JUDGE_FAILED):]}")[:500]
+    elif rubrics and error is None and all(r.passed is None for r in rubrics):
       no_reward = f"all {len(rubrics)} rubrics ungraded"
     else:
       levels = {r.id: r.level for r in task.rubrics}
       score = reward_lib.rubric_score(reward_lib.rubric_violations(levels, rubrics), cfg)
-  if no_reward is not None:
+  if no_reward is not None or unscorable is not None:
     reward = None
   else:
     reward = (reward_lib.gated_reward(gate_dict, score, cfg) if error is None
               else cfg.format_fail)
   return EvalRecord(task.id, sample_id, reward, gate_dict, score, rubrics,
                     tuple(html_span) if html_span else None, issues, error, timing or {},
-                    no_reward)
+                    no_reward, unscorable)
 
 
 def static_record(task, response: str, sample_id: int,
@@ -207,7 +212,8 @@ class Evaluator:
       self.judge = Judge(self.config.judge_url, self.config.judge_model,
                          timeout=self.config.judge_timeout, retries=self.config.judge_retries,
                          max_app_chars=self.config.judge_max_app_chars,
-                         api_key=os.environ.get("RCCA_JUDGE_API_KEY"))
+                         api_key=os.environ.get("RCCA_JUDGE_API_KEY"),
+                         budget=self.config.judge_budget)
     self._loop = asyncio.new_event_loop()
     self._session: PageSession | None = None
 
@@ -422,7 +428,7 @@ class Evaluator:
       verdict = await asyncio.to_thread(self.judge.grade, task.request, r.text,
                                         st.extraction.html)
       if verdict.passed is None:
-        out.append(RubricResult(r.id, None, None, f"ungraded: {verdict.reason}"))
+        out.append(RubricResult(r.id, None, None, f"{JUDGE_FAILED}{verdict.reason}"))
         continue
       out.append(RubricResult(r.id, verdict.passed, verdict.severity, f"judge: {verdict.reason}"))
       if not verdict.passed:

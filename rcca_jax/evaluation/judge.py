@@ -5,7 +5,9 @@ Talks to any OpenAI-compatible chat-completions endpoint (vLLM, SGLang, ...): PO
 `{"passed": bool, "severity": "minor|major|critical"|null, "evidence": [quoted code],
 "reason": str}`. Replies are parsed robustly (bare JSON, JSON in a code fence or inside
 prose); transport errors are retried a bounded number of times; a reply that never
-parses makes the rubric ungraded with the reason.
+parses makes the rubric ungraded with the reason. A rubric's requests share one time
+budget (tries, back-off and `Retry-After` waits together), so a judge that never
+answers costs at most that budget.
 
 `ChatClient` is the one retrying chat client (bounded retries with exponential
 back-off, a request budget, usage counting); the rubric `Judge` and the benchmark
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import email.utils
 import json
 import re
 import threading
@@ -69,10 +72,33 @@ def post_chat(url: str, payload: dict[str, Any], *, timeout: float,
   req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers,
                                method="POST")
   with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
-    body = json.loads(resp.read().decode("utf-8", "replace"))
+    text = resp.read().decode("utf-8", "replace")
+  try:
+    body = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"the reply is not JSON ({e}): {text[:200]!r}") from None
   if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
     raise ValueError(f"not a chat-completions reply: {str(body)[:200]}")
   return body
+
+
+def retry_after(error: Exception) -> float | None:
+  """Seconds an HTTP 429 or 503 reply asks to wait (`Retry-After`: seconds or an
+  HTTP date); None for other errors or without a usable header."""
+  if not isinstance(error, urllib.error.HTTPError) or error.code not in (429, 503):
+    return None
+  value = (error.headers or {}).get("Retry-After")
+  if not value:
+    return None
+  try:
+    return max(0.0, float(value))
+  except ValueError:
+    pass
+  try:
+    when = email.utils.parsedate_to_datetime(value)
+  except (TypeError, ValueError):
+    return None
+  return max(0.0, when.timestamp() - time.time())
 
 
 class JudgeError(RuntimeError):
@@ -87,10 +113,13 @@ class BudgetSpent(JudgeError):
 class ChatClient:
   """An OpenAI-compatible chat endpoint with bounded retries and a request budget.
 
-  `retries`: extra tries after a transport failure (HTTP error, timeout, bad body),
-  with exponential back-off (0.5 s doubling, at most `max_backoff` s), or after a reply
-  the caller cannot use; `max_requests`: requests over the client's life (0 = no
-  limit; when spent, BudgetSpent). Safe to share between threads.
+  `retries`: extra tries after a transport failure (HTTP error, timeout, a body that is
+  not JSON or not the chat schema), with exponential back-off (0.5 s doubling, at most
+  `max_backoff` s; the `Retry-After` of a 429 or 503 instead), or after a reply the
+  caller cannot use; `budget`: seconds one `complete` may take, tries and waits
+  together (0 = no limit; each try's timeout is cut to what is left); `max_requests`:
+  requests over the client's life (0 = no limit; when spent, BudgetSpent). Safe to
+  share between threads. The API key is left out of its repr.
   """
 
   base_url: str
@@ -100,8 +129,9 @@ class ChatClient:
   max_requests: int = 0
   max_tokens: int = 2048
   temperature: float = 0.0
-  api_key: str | None = None
+  api_key: str | None = dataclasses.field(default=None, repr=False)
   max_backoff: float = 8.0
+  budget: float = 0.0
   requests: int = 0               # sent so far
   _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, init=False,
                                             repr=False, compare=False)
@@ -127,15 +157,22 @@ class ChatClient:
 
     A reply that `usable` rejects is asked again at once (no back-off); the last try's
     reply is returned either way. Raises BudgetSpent, or JudgeError (naming the last
-    failure) after the last try.
+    failure) after the last try or when the time budget is spent.
     """
     error = ""
+    deadline = time.monotonic() + self.budget if self.budget else None
     for attempt in range(self.retries + 1):
+      timeout = self.timeout
+      if deadline is not None:
+        timeout = min(timeout, deadline - time.monotonic())
+        if timeout <= 0:
+          raise JudgeError(f"judge time budget of {self.budget:g}s spent after "
+                           f"{attempt} tries: {error}"[:500])
       self._spend()
       if usage is not None:
         usage["requests"] += 1
       try:
-        body = post_chat(self.url, payload, timeout=self.timeout, api_key=self.api_key)
+        body = post_chat(self.url, payload, timeout=timeout, api_key=self.api_key)
         message = body["choices"][0]["message"]
         if not isinstance(message, dict):
           raise TypeError("the reply's message is not an object")
@@ -143,7 +180,12 @@ class ChatClient:
       except TRANSPORT_ERRORS as e:
         error = f"{type(e).__name__}: {e}"
         if attempt < self.retries:
-          time.sleep(min(0.5 * 2 ** attempt, self.max_backoff))
+          wait = retry_after(e)
+          wait = min(0.5 * 2 ** attempt, self.max_backoff) if wait is None else wait
+          if deadline is not None and time.monotonic() + wait >= deadline:
+            raise JudgeError(f"judge time budget of {self.budget:g}s spent after "
+                             f"{attempt + 1} tries (next wait {wait:g}s): {error}"[:500])
+          time.sleep(wait)
         continue
       if usage is not None:
         for name in ("prompt_tokens", "completion_tokens"):
@@ -221,10 +263,12 @@ def _content(message: dict[str, Any]) -> str:
 class Judge:
   """Grades rubric texts against app code through a chat-completions endpoint."""
 
-  def __init__(self, base_url: str, model: str, *, timeout: float = 60.0, retries: int = 2,
-               max_app_chars: int = 24000, api_key: str | None = None):
+  def __init__(self, base_url: str, model: str, *, timeout: float = 20.0, retries: int = 2,
+               max_app_chars: int = 24000, api_key: str | None = None,
+               budget: float = 0.0):
     self.client = ChatClient(base_url, model, timeout=timeout, retries=retries,
-                             max_tokens=512, api_key=api_key, max_backoff=4.0)
+                             max_tokens=512, api_key=api_key, max_backoff=4.0,
+                             budget=budget)
     self.max_app_chars = max_app_chars
 
   def messages(self, request: str, rubric_text: str, app: str) -> list[dict[str, str]]:

@@ -11,6 +11,10 @@ from rcca_jax.base.schema import Span
 # the judge could not grade its rubrics). Such a record has no reward, is never cached,
 # and its response gets advantage 0 and loss mask 0 (docs/method.md#2-gated-reward).
 UNSCORABLE = "unscorable"
+# A rubric's detail when the judge could not grade it (transport failure, time budget
+# spent, unusable replies); such a rubric makes the record UNSCORABLE unless
+# `EvalConfig.partial_judge == "drop"`.
+JUDGE_FAILED = "ungraded: judge failed: "
 
 
 @dataclasses.dataclass

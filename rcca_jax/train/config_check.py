@@ -13,7 +13,8 @@ rule, token budgets against `model.max_position_embeddings`, a usable KL referen
 the loss ranges (`RANGES`; the credit weights' in `CreditConfig`; `credit.cap` >=
 `credit.direct`),
 overlap (0 or 1, not with recomputed old log-probs), the grading backend and cache, prompts
-that split over the job's processes, and (train mode) the files the job reads. Prompts
+that split over the job's processes, and (train mode) the files the job reads and, with a
+judge, its worst case per response against the response deadline. Prompts
 longer than `rl.max_prompt_len` need the tokenizer and are checked when the tasks are
 loaded (`train.prompts`).
 """
@@ -30,7 +31,7 @@ import ml_collections
 
 from rcca_jax.credit import blame
 from rcca_jax.credit import controlled
-from rcca_jax.data.selection import resolve_path
+from rcca_jax.data.selection import load_task_file, resolve_path
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import BACKENDS
 from rcca_jax.models import families
@@ -350,6 +351,46 @@ def _check_files(c: _Collector) -> None:
       c.add(f"{path}={value!r}: no such file or directory")
 
 
+def judge_seconds(evaluator: EvalConfig) -> float:
+  """The longest one judged rubric can take: its time budget, or without one every try
+  timing out with the back-off between them (`judge.ChatClient`, at most 4 s each)."""
+  if evaluator.judge_budget:
+    return evaluator.judge_budget
+  waits = sum(min(0.5 * 2 ** k, 4.0) for k in range(evaluator.judge_retries))
+  return evaluator.judge_timeout * (evaluator.judge_retries + 1) + waits
+
+
+def _check_judge(c: _Collector) -> None:
+  """With a judge: its worst case on the task with the most judged rubrics (those
+  without a check, in the files the job reads) must fit the response deadline, or the
+  pool would kill the worker and record the response as a grading failure."""
+  try:
+    evaluator = EvalConfig.from_dict(dict(_as_dict(c.get("eval.evaluator")) or {}))
+  except (TypeError, ValueError):
+    return  # reported by _check_sections
+  if not evaluator.has_judge:
+    return
+  judged, where = 0, ""
+  for path in ("data.train_tasks", "eval.tasks"):
+    value = c.get(path)
+    if not value or not _exists(value):
+      continue
+    try:
+      most = max((sum(r.steps is None for r in t.rubrics) for t in load_task_file(value)),
+                 default=0)
+    except ValueError:
+      continue  # a task file that does not parse is reported when it is read
+    if most > judged:
+      judged, where = most, value
+  seconds = judge_seconds(evaluator)
+  if judged and seconds * judged >= evaluator.response_deadline:
+    field = ("eval.evaluator.judge_budget" if evaluator.judge_budget else
+             "eval.evaluator.judge_timeout x (judge_retries + 1) + back-off")
+    c.add(f"{field} ({seconds:g}s) x {judged} judged rubrics (a task of {where}) = "
+          f"{seconds * judged:g}s does not fit eval.evaluator.response_deadline "
+          f"({evaluator.response_deadline:g}s): lower the judge budget or raise the deadline")
+
+
 def problems(config: ml_collections.ConfigDict | Mapping[str, Any], *,
              num_devices: int, mode: str = "train", num_processes: int = 1) -> list[str]:
   """Every problem of `config` for a job on `num_devices` devices (of `num_processes`
@@ -369,6 +410,7 @@ def problems(config: ml_collections.ConfigDict | Mapping[str, Any], *,
   _check_lengths(c)
   if mode != "plan":
     _check_files(c)
+    _check_judge(c)
   return c.problems
 
 
