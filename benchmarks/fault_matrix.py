@@ -79,6 +79,76 @@ class Row:
     return self
 
 
+# Fake Chromium executables (Python scripts): one that never answers on its DevTools
+# pipe, one that fails every launch, one that fails its first launch and then runs the
+# real browser ({real}).
+NEVER_READY = "import time\ntime.sleep(120)\n"
+FAILS = ("import sys\nsys.stderr.write('fake chromium: no display (exit 1)\\n')\n"
+         "sys.exit(1)\n")
+FAILS_ONCE = """import os, sys
+count = sys.argv[0] + ".count"
+if not os.path.exists(count):
+  open(count, "w").close()
+  sys.stderr.write("fake chromium: first launch fails\\n")
+  sys.exit(1)
+os.execv({real!r}, [{real!r}] + sys.argv[1:])
+"""
+
+
+def fake_chromium(directory: pathlib.Path, body: str) -> str:
+  path = directory / "chromium"
+  path.write_text(f"#!{sys.executable}\n{body}")
+  path.chmod(0o755)
+  return str(path)
+
+
+def processes_naming(directory: str) -> list[int]:
+  """Pids of live processes whose command line names `directory`."""
+  found = []
+  for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f"/proc/{entry}/cmdline", "rb") as f:
+        cmdline = f.read()
+      with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+      continue
+    if directory.encode() in cmdline and state != "Z":
+      found.append(int(entry))
+  return found
+
+
+def grade_with(executable: str, workers: int, jobs: int = 2, **config
+               ) -> tuple[Any, float, str, dict]:
+  """Two example jobs through an EvalPool whose browser is `executable`: (records or
+  the RuntimeError, seconds, the pool's temporary directory, its stats)."""
+  from rcca_jax.data import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+  from rcca_jax.evaluation import pool as pool_lib  # pylint: disable=import-outside-toplevel
+  from rcca_jax.evaluation.config import EvalConfig  # pylint: disable=import-outside-toplevel
+  task = tasks_lib.parse_task({
+      "id": "p", "request": "a heading", "rubrics": [
+          {"id": "r1", "kind": "initial", "level": "core", "text": "shows Hi",
+           "check": 'expect text "h1" == "Hi"'}]})
+  app = "```html\n<!DOCTYPE html><html><body><h1>Hi</h1></body></html>\n```"
+  old = os.environ.get("RCCA_CHROMIUM")
+  os.environ["RCCA_CHROMIUM"] = executable
+  pool = pool_lib.EvalPool(EvalConfig(**config), workers=workers)
+  start = time.monotonic()
+  try:
+    out: Any = list(pool.run([pool_lib.Job(task, app, i) for i in range(jobs)]))
+  except RuntimeError as e:
+    out = e
+  finally:
+    pool.close()
+    if old is None:
+      os.environ.pop("RCCA_CHROMIUM", None)
+    else:
+      os.environ["RCCA_CHROMIUM"] = old
+  return out, time.monotonic() - start, pool.tmp_dir, dict(pool.stats)
+
+
 # ---- running the job ---------------------------------------------------------------
 
 def env(root: pathlib.Path) -> dict[str, str]:
@@ -457,6 +527,33 @@ class Matrix:
     row.check(code == 0, f"the allowed change was refused: {log_text(workdir)[-800:]}")
     return row.done()
 
+  # ---- rows: the evaluation pool ----------------------------------------------------
+
+  def chromium(self, kind: str, workers: int = 1) -> Row:
+    """A fake browser under the pool with its default settings."""
+    from rcca_jax.evaluation import browser  # pylint: disable=import-outside-toplevel
+    body = {"never_ready": NEVER_READY, "fails_always": FAILS,
+            "fails_once": FAILS_ONCE.format(real=browser.find_chromium())}[kind]
+    row = Row(f"chromium_{kind}_{workers}w", f"a Chromium that {kind.replace('_', ' ')}, "
+              f"{workers} worker(s), default start timeout and retries")
+    directory = self.root / "rows" / row.fault
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    out, seconds, tmp, stats = grade_with(fake_chromium(directory, body), workers)
+    left = processes_naming(tmp)
+    what = (f"raised: {str(out)[:160]}" if isinstance(out, RuntimeError)
+            else f"records, rewards {[r['reward'] for r in out]}")
+    row.did = f"{what} after {seconds:.1f} s; start failures {stats['start_failures']}"
+    row.lost = f"left: {len(left)} processes, profile directory {os.path.exists(tmp)}"
+    row.check(seconds <= 40, f"took {seconds:.1f} s (limit 40)")
+    row.check(not left and not os.path.exists(tmp), "processes or files left")
+    if kind == "fails_once":
+      row.check(not isinstance(out, RuntimeError) and [r["reward"] for r in out] == [1.0, 1.0],
+                "the retried start did not grade")
+    else:
+      row.check(isinstance(out, RuntimeError), "no error")
+    return row.done()
+
   # ---- rows: grading faults (in this process, at the grader) ---------------------------
 
   def grading_failed(self, failed: int) -> Row:
@@ -558,6 +655,10 @@ ROWS = {
     "truncated_checkpoint": Matrix.truncated_checkpoint,
     "orbax_temp_dir": Matrix.orbax_temp_dir,
     "full_disk_cache": Matrix.full_disk_cache,
+    "chromium_never_ready_1w": lambda m: m.chromium("never_ready", 1),
+    "chromium_never_ready_2w": lambda m: m.chromium("never_ready", 2),
+    "chromium_fails_always_1w": lambda m: m.chromium("fails_always", 1),
+    "chromium_fails_once_1w": lambda m: m.chromium("fails_once", 1),
     "second_run_refused": Matrix.second_run,
     "changed_config_refused": Matrix.changed_config,
 }

@@ -150,6 +150,50 @@ class ConcurrentWritersTest(absltest.TestCase):
     self.assertLen(_stored(directory), 20)  # no temporary file left behind
 
 
+class _CannedGrader:
+  """Answers every job with one passing record (the cache is what is tested)."""
+  stats: dict = {}
+
+  def run(self, jobs, progress=None):
+    del progress
+    for job in jobs:
+      yield {"task_id": job.task.id, "sample_id": job.sample_id, "reward": 1.0,
+             "gates": {}, "rubrics": [], "issues": []}
+
+  def close(self):
+    pass
+
+
+def _grade_on_a_full_disk(directory: str, queue) -> None:
+  """In a child: a file-size limit of 16 bytes (SIGXFSZ ignored, so writes fail with
+  EFBIG as on a full disk), then two jobs through the cache."""
+  import resource  # pylint: disable=import-outside-toplevel
+  import signal  # pylint: disable=import-outside-toplevel
+  signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+  resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))
+  grader = cache_lib.CachedGrader(_CannedGrader(), directory, config=EvalConfig(),
+                                  post_process=None)
+  jobs = [pool_lib.Job(TASK, _app(text), i) for i, text in enumerate(("Hi", "Ho"))]
+  records = list(grader.run(jobs))
+  queue.put(([r["reward"] for r in records], grader.stats))
+
+
+class FullDiskTest(absltest.TestCase):
+
+  def test_a_failed_write_is_counted_and_the_record_still_served(self):
+    directory = self.create_tempdir().full_path
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_grade_on_a_full_disk, args=(directory, queue))
+    child.start()
+    rewards, stats = queue.get(timeout=120)
+    child.join(30)
+    self.assertEqual(child.exitcode, 0)
+    self.assertEqual(rewards, [1.0, 1.0])
+    self.assertEqual((stats["cache_write_errors"], stats["cache_stored"]), (2, 0))
+    self.assertEqual(_stored(directory), [])  # no partial record left behind
+
+
 def _check_equal_to_fresh(test, indices):
   """Fresh grading vs the cache's cold run vs its warm run, field by field. The warm run
   grades only the hangs (stored once reproduced); without hangs its pool never starts
@@ -223,7 +267,10 @@ class CacheInTheBrowserTest(absltest.TestCase):
     os.environ["DIE_ONCE_MARKER"] = marker
     self.addCleanup(os.environ.pop, "DIE_ONCE_MARKER")
     job = pool_lib.Job(TASK, _app("Hi"), 0)
-    with make_grader(EvalConfig(), post_process=DIE_ONCE, cache_dir=directory) as grader:
+    # infra_retries=0: the death itself is recorded (by default the pool grades the
+    # response again on a new worker: tests/test_pool_faults.py).
+    with make_grader(EvalConfig(infra_retries=0), post_process=DIE_ONCE,
+                     cache_dir=directory) as grader:
       (failed,) = grader.run([job], progress=False)
       self.assertTrue(os.path.exists(marker))  # the worker really died
       self.assertEqual(grader.stats["worker_deaths"], 1)
@@ -245,8 +292,9 @@ class CacheInTheBrowserTest(absltest.TestCase):
     job = pool_lib.Job(TASK, _app("Hi", "while (true) {}"), 0)
     with make_grader(config, cache_dir=directory) as grader:
       (record,) = grader.run([job], progress=False)
-      self.assertEqual(grader.stats["timeouts"], 1)
+      self.assertEqual(grader.stats["timeouts"], 2)  # graded again on a new worker
       self.assertIn("deadline of 3s exceeded", record[pool_lib.GRADING_FAILED])
+      self.assertIn("graded 2 times", record[pool_lib.GRADING_FAILED])
     self.assertEqual(list(pathlib.Path(directory).rglob("*.*")), [])
 
   def test_a_hang_is_stored_once_reproduced(self):

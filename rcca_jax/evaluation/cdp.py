@@ -228,6 +228,19 @@ class _Process:
     return self.returncode
 
 
+# What Chromium may see of this process's environment: where it runs, its locale, fonts
+# and display; never the rest (a judge API key, cloud credentials, ...).
+BROWSER_ENV = ("PATH", "HOME", "TMPDIR", "LANG", "LANGUAGE", "TZ", "DISPLAY",
+               "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME",
+               "FONTCONFIG_FILE", "FONTCONFIG_PATH", "LD_LIBRARY_PATH")
+
+
+def browser_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+  """The part of `environ` (default: this process's) that Chromium is started with."""
+  environ = os.environ if environ is None else environ
+  return {k: v for k, v in environ.items() if k in BROWSER_ENV or k.startswith("LC_")}
+
+
 def _spawn(command: list[str], to_chrome: int, from_chrome: int, stderr: int) -> _Process:
   """Starts `command` in a new session with `to_chrome` as fd 3, `from_chrome` as fd 4 and
   `stderr` as fd 2 (each first moved to fd >= 10 so that no move clobbers another)."""
@@ -238,7 +251,8 @@ def _spawn(command: list[str], to_chrome: int, from_chrome: int, stderr: int) ->
                (os.POSIX_SPAWN_DUP2, high[2], 2), (os.POSIX_SPAWN_DUP2, high[0], 3),
                (os.POSIX_SPAWN_DUP2, high[1], 4)]
     try:
-      pid = os.posix_spawn(command[0], command, os.environ, file_actions=actions, setsid=True)
+      pid = os.posix_spawn(command[0], command, browser_env(), file_actions=actions,
+                           setsid=True)
     finally:
       os.close(null)
   finally:
@@ -248,8 +262,8 @@ def _spawn(command: list[str], to_chrome: int, from_chrome: int, stderr: int) ->
 
 
 async def launch(executable: str, args: list[str], timeout: float) -> Connection:
-  """Starts Chromium (its own session and process group, a fresh profile) and connects
-  to it."""
+  """Starts Chromium (its own session and process group, a fresh profile, the minimal
+  environment `browser_env`) and connects to it."""
   user_data_dir = tempfile.mkdtemp(prefix="rcca-chromium-")
   to_chrome_r, to_chrome_w = os.pipe()
   from_chrome_r, from_chrome_w = os.pipe()

@@ -23,6 +23,13 @@ class EvalConfig:
   expect_retry_ms: float = 150.0     # a failing expectation is re-read once after this
   recycle_context_after: int = 25    # new browser context every N apps (bounds memory)
   recycle_worker_after: int = 200    # new worker process (and browser) every N apps
+  worker_start_timeout: float = 12.0  # one worker start (process, browser, first context)
+  worker_start_retries: int = 1      # failed starts per worker before the pool gives up
+  infra_retries: int = 1             # a response whose worker died or overran: graded again
+  # RLIMIT_DATA of each worker and its browser processes (0: none). RLIMIT_AS cannot
+  # serve: V8 reserves far more address space than it uses, and Chromium dies at start
+  # under an 8 GB address-space limit (docs/environment.md#browser).
+  worker_memory_mb: int = 4096
   viewport: tuple[int, int] = (1280, 720)
   js_heap_mb: int = 256              # V8 old-space cap: memory bombs crash the tab fast
   prompt_answer: str = ""            # what window.prompt() returns

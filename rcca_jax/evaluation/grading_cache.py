@@ -41,7 +41,7 @@ from rcca_jax.evaluation.record import UNSCORABLE
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # rcca_jax/
 _ROOTS = ("rcca_jax.evaluation.evaluator", "rcca_jax.evaluation.pool",
           "rcca_jax.evaluation.ray_pool")
-COUNTERS = ("cache_hits", "cache_misses", "cache_stored")
+COUNTERS = ("cache_hits", "cache_misses", "cache_stored", "cache_write_errors")
 
 
 def _module_file(name: str) -> pathlib.Path | None:
@@ -196,15 +196,20 @@ class CachedGrader:
 
   def _store(self, key: str, record: dict[str, Any]) -> bool:
     """Writes `record` if it may be cached (a first hang only leaves a marker, `.hang`
-    beside the record's path); whether it was written."""
+    beside the record's path); whether it was written. A write that fails (a full
+    disk) is counted in `cache_write_errors`, never raised: the record is served."""
     if not cacheable(record, self.config.has_judge):
       return False
-    if is_hang(record):
-      marker = self.path(key).with_suffix(".hang")
-      if not marker.exists():
-        self._write(marker, {"task_id": record.get("task_id")})
-        return False
-    self._write(self.path(key), {"task_id": record.get("task_id"), "record": record})
+    try:
+      if is_hang(record):
+        marker = self.path(key).with_suffix(".hang")
+        if not marker.exists():
+          self._write(marker, {"task_id": record.get("task_id")})
+          return False
+      self._write(self.path(key), {"task_id": record.get("task_id"), "record": record})
+    except OSError:
+      self.counts["cache_write_errors"] += 1
+      return False
     self.counts["cache_stored"] += 1
     return True
 

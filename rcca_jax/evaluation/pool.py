@@ -2,11 +2,16 @@
 
 Workers are started with the `spawn` method, each in its own process group; Chromium,
 which `cdp.launch` starts in a session and group of its own, is found through /proc and
-killed by pid. The parent enforces a wall-clock
+killed by pid. A worker's start (process, browser, first context) has a deadline;
+failed starts are retried with back-off, and `worker_start_retries` failures per worker
+in a row end `run()` with one error naming the last. The parent enforces a wall-clock
 deadline per response: a worker that overruns is killed (SIGTERM, then SIGKILL) and
-replaced, and the response still gets a record (format/source computed in the parent,
-runtime failed with the reason). Workers are recycled after a number of apps. Results
-come back exactly once per job, in input order.
+replaced, and the response is graded again (`infra_retries`), then gets an unscorable
+record (format/source computed in the parent, runtime failed with the reason). Workers
+are recycled after a number of apps. Results come back exactly once per job, in input
+order. Each worker and its browser keep their temporary files (profiles) under the
+pool's own directory, removed by `close()` with any browser left in it, and run under
+an OS memory limit (`worker_memory_mb`, RLIMIT_DATA).
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ import importlib
 import multiprocessing
 import multiprocessing.connection
 import os
+import resource
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from typing import Any, Callable, Iterable, Iterator
@@ -73,6 +81,27 @@ def descendants(pid: int) -> list[int]:
       out.append(child)
       stack.append(child)
   return out
+
+
+def kill_browsers_under(directory: str) -> int:
+  """SIGKILLs the process group of every process whose command line names `directory`
+  (a browser whose worker was killed outlives it in its own group); how many."""
+  needle = directory.encode()
+  killed = 0
+  try:
+    entries = [e for e in os.listdir("/proc") if e.isdigit()]
+  except OSError:
+    return 0
+  for entry in entries:
+    try:
+      with open(f"/proc/{entry}/cmdline", "rb") as f:
+        if needle not in f.read():
+          continue
+      os.killpg(os.getpgid(int(entry)), signal.SIGKILL)
+      killed += 1
+    except (OSError, ProcessLookupError):
+      continue
+  return killed
 
 
 def in_input_order(total: int, results: dict[int, dict], advance: Callable[[], int],
@@ -133,11 +162,16 @@ def failed_record(job: Job, reason: str, config: EvalConfig,
   return _apply_post_process(post_fn, record, job.response)
 
 
-def _worker_main(conn, config: EvalConfig, post_process: str | None, max_jobs: int) -> None:
+def _worker_main(conn, config: EvalConfig, post_process: str | None, max_jobs: int,
+                 tmp_dir: str) -> None:
   """Worker loop: evaluate jobs until told to stop or `max_jobs` are done."""
   os.setsid()  # own process group: the parent can kill us with our browser
   os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
   os.environ.setdefault("JAX_PLATFORMS", "cpu")
+  os.environ["TMPDIR"] = tempfile.tempdir = tmp_dir  # profiles: the pool removes them
+  if config.worker_memory_mb:  # inherited by the browser's processes
+    limit = config.worker_memory_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
   from rcca_jax.evaluation import evaluator as evaluator_lib  # pylint: disable=import-outside-toplevel
   done = 0
   ev = None
@@ -181,14 +215,18 @@ def _worker_main(conn, config: EvalConfig, post_process: str | None, max_jobs: i
 
 
 class _Worker:
-  def __init__(self, ctx, config: EvalConfig, post_process: str | None):
+  def __init__(self, ctx, config: EvalConfig, post_process: str | None, tmp_dir: str):
     self.conn, child = ctx.Pipe()
+    self.tmp_dir = tmp_dir
+    os.makedirs(tmp_dir, exist_ok=True)
     self.proc = ctx.Process(target=_worker_main,
-                            args=(child, config, post_process, config.recycle_worker_after),
+                            args=(child, config, post_process, config.recycle_worker_after,
+                                  tmp_dir),
                             daemon=True)
     self.proc.start()
     child.close()
     self.ready = False
+    self.spawned = time.monotonic()
     self.job: int | None = None
     self.started = 0.0
     self.jobs_done = 0
@@ -218,15 +256,18 @@ class _Worker:
     self.conn.close()
 
   def reap(self) -> None:
-    """Ends the worker whatever its state; an exited one may leave its browser group."""
+    """Ends the worker whatever its state, its browser (found by its profile directory
+    when the worker died first) and its temporary files."""
     if self.proc.is_alive():
       self.kill()
-      return
-    try:
-      os.killpg(self.proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-      pass
-    self.conn.close()
+    else:
+      try:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+      except (ProcessLookupError, PermissionError):
+        pass
+      self.conn.close()
+    kill_browsers_under(self.tmp_dir)
+    shutil.rmtree(self.tmp_dir, ignore_errors=True)
 
 
 class EvalPool:
@@ -240,7 +281,14 @@ class EvalPool:
     self._post_fn = resolve_post_process(post_process)  # fail fast, in the parent
     self._ctx = multiprocessing.get_context("spawn")
     self._workers: list[_Worker] = []
-    self.stats = {"timeouts": 0, "worker_deaths": 0, "recycled": 0}
+    # The workers' temporary files (browser profiles); `close` removes it.
+    self.tmp_dir = tempfile.mkdtemp(prefix="rcca-pool-")
+    self._spawned = 0
+    self._respawn_at: list[float] = []  # when failed starts are tried again
+    self._failed_starts = 0           # in a row, over the pool
+    self._tries: dict[int, int] = {}  # job index -> infrastructure retries so far
+    self.stats = {"timeouts": 0, "worker_deaths": 0, "recycled": 0, "retried": 0,
+                  "start_failures": 0}
 
   def __enter__(self) -> "EvalPool":
     return self
@@ -249,11 +297,14 @@ class EvalPool:
     self.close()
 
   def _spawn(self) -> _Worker:
-    w = _Worker(self._ctx, self.config, self.post_process)
+    self._spawned += 1
+    w = _Worker(self._ctx, self.config, self.post_process,
+                os.path.join(self.tmp_dir, f"worker-{self._spawned}"))
     self._workers.append(w)
     return w
 
   def close(self) -> None:
+    """Stops every worker and browser and removes their files; `run` starts again."""
     for w in self._workers:
       try:
         w.conn.send(None)
@@ -264,6 +315,9 @@ class EvalPool:
       w.proc.join(max(0.1, deadline - time.monotonic()))
       w.reap()
     self._workers = []
+    self._respawn_at = []
+    kill_browsers_under(self.tmp_dir)
+    shutil.rmtree(self.tmp_dir, ignore_errors=True)
 
   def _timeout_record(self, job: Job, reason: str) -> dict:
     return failed_record(job, reason, self.config, self._post_fn)
@@ -277,10 +331,13 @@ class EvalPool:
       if not isinstance(j, Job):
         results[i] = j
     pending.reverse()  # pop() from the end = input order
+    self._tries = {}
+    self._failed_starts = 0
     while len(self._workers) < min(self.num_workers, len(pending)):
       self._spawn()
 
     def advance() -> int:
+      self._respawn_due(pending)
       self._dispatch(jobs, pending)
       return self._collect(jobs, results, pending)
 
@@ -305,6 +362,45 @@ class EvalPool:
     if respawn:
       self._spawn()
 
+  def _respawn_due(self, pending: list[int]) -> None:
+    """Starts the workers whose back-off after a failed start is over."""
+    now = time.monotonic()
+    due = [t for t in self._respawn_at if t <= now]
+    self._respawn_at = [t for t in self._respawn_at if t > now]
+    for _ in due:
+      if pending and len(self._workers) < self.num_workers:
+        self._spawn()
+
+  def _start_failed(self, w: _Worker, reason: str) -> None:
+    """A worker that did not become ready: tried again after a back-off, or, after
+    `worker_start_retries` failures per worker in a row, RuntimeError."""
+    self._replace(w, respawn=False)
+    self.stats["start_failures"] += 1
+    self._failed_starts += 1
+    budget = (self.config.worker_start_retries + 1) * self.num_workers
+    if self._failed_starts >= budget:
+      self.close()
+      raise RuntimeError(f"evaluation workers could not start: {self._failed_starts} "
+                         f"failed starts in a row (worker_start_retries="
+                         f"{self.config.worker_start_retries}); last: {reason}"[:2000])
+    self._respawn_at.append(time.monotonic() + min(0.5 * 2 ** (self._failed_starts - 1),
+                                                   8.0))
+
+  def _lost(self, jobs: list, index: int, results: dict[int, dict],
+            pending: list[int], reason: str) -> int:
+    """A job whose worker died or overran: queued again (`infra_retries`), else its
+    unscorable record; how many jobs finished (0 or 1)."""
+    tries = self._tries.get(index, 0)
+    if tries < self.config.infra_retries:
+      self._tries[index] = tries + 1
+      self.stats["retried"] += 1
+      pending.append(index)  # next out
+      return 0
+    if tries:
+      reason += f"; graded {tries + 1} times"
+    results[index] = self._timeout_record(jobs[index], reason)
+    return 1
+
   def _collect(self, jobs: list, results: dict[int, dict], pending: list[int]) -> int:
     """Receives finished jobs, handles deaths and overruns; returns how many finished."""
     finished = 0
@@ -318,31 +414,43 @@ class EvalPool:
           kind, index, record = "dead", None, None
         if kind == "ready":
           w.ready = True
+          self._failed_starts = 0
         elif kind == "failed":
-          self._replace(w, respawn=False)
-          raise RuntimeError(f"an evaluation worker could not start: {record}")
+          self._start_failed(w, str(record))
+          continue
         elif kind == "done":
           results[index] = record
           w.job = None
           w.jobs_done += 1
           finished += 1
+        elif not w.ready:  # died before it was ready
+          w.proc.join(1.0)
+          self._start_failed(w, f"the worker exited at start (exit code {w.proc.exitcode})")
+          continue
         else:  # "bye" (recycled) or died
           if w.job is not None:
             self.stats["worker_deaths"] += 1
-            results[w.job] = self._timeout_record(
-                jobs[w.job], f"the evaluation worker died (exit code {w.proc.exitcode})")
-            finished += 1
+            w.proc.join(1.0)
+            finished += self._lost(
+                jobs, w.job, results, pending,
+                f"the evaluation worker died (exit code {w.proc.exitcode})")
           else:
             self.stats["recycled"] += kind == "bye"
           w.job = None
           self._replace(w, respawn=bool(pending))
           continue
-      if w.job is not None and time.monotonic() - w.started > self.config.response_deadline:
+      now = time.monotonic()
+      if not w.ready and now - w.spawned > self.config.worker_start_timeout:
+        self._start_failed(w, f"not ready within worker_start_timeout="
+                              f"{self.config.worker_start_timeout:g}s")
+      elif w.job is not None and now - w.started > self.config.response_deadline:
         self.stats["timeouts"] += 1
-        results[w.job] = self._timeout_record(
-            jobs[w.job], f"response deadline of {self.config.response_deadline:g}s exceeded; "
-            "the worker was killed")
-        finished += 1
+        finished += self._lost(
+            jobs, w.job, results, pending,
+            f"response deadline of {self.config.response_deadline:g}s exceeded; the worker "
+            "was killed")
         w.job = None
         self._replace(w, respawn=bool(pending))
+    if pending and not self._workers and not self._respawn_at:
+      self._spawn()  # every worker was lost: start one for the jobs left
     return finished

@@ -15,8 +15,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 # Counters over rollouts or grading calls: summed over the shares.
-SUMMED = ("no_reward", "timeouts", "cache_hits", "unscorable", "grading_failed",
-          "ungraded_rubrics", "worker_deaths")
+SUMMED = ("no_reward", "timeouts", "cache_hits", "cache_write_errors", "unscorable",
+          "grading_failed", "ungraded_rubrics", "worker_deaths")
 # Means over the scorable records only (`rollouts.record_stats`).
 SCORABLE_MEANS = ("gates_pass", "pass_rate")
 

@@ -200,7 +200,8 @@ class Trainer:
   def _cache_counts(self) -> dict[str, int]:
     """The grading cache's cumulative hits and misses (empty without a cache)."""
     stats = self.pool().stats
-    return {k: stats[k] for k in ("cache_hits", "cache_misses") if k in stats}
+    return {k: stats[k] for k in ("cache_hits", "cache_misses", "cache_write_errors")
+            if k in stats}
 
   def _cache_row(self, before: dict[str, int]) -> dict[str, float]:
     """`cache_hits` and `cache_hit_rate` since `before` (`_cache_counts`); {} without
@@ -210,7 +211,9 @@ class Trainer:
     now = self._cache_counts()
     hits = now["cache_hits"] - before["cache_hits"]
     jobs = hits + now["cache_misses"] - before["cache_misses"]
-    return {"cache_hits": float(hits), "cache_hit_rate": hits / jobs if jobs else 0.0}
+    return {"cache_hits": float(hits), "cache_hit_rate": hits / jobs if jobs else 0.0,
+            "cache_write_errors": float(now["cache_write_errors"]
+                                        - before["cache_write_errors"])}
 
   def _checkpointer(self, stage: str, max_to_keep: Optional[int] = None
                     ) -> checkpoint_lib.Checkpointer:
