@@ -149,6 +149,51 @@ def grade_with(executable: str, workers: int, jobs: int = 2, **config
   return out, time.monotonic() - start, pool.tmp_dir, dict(pool.stats)
 
 
+class JudgeServer:
+  """An OpenAI-compatible judge on loopback that misbehaves on command: each POST takes
+  the next scripted action, ("hang", seconds), (status, headers) or ("body", text),
+  then answers `verdict(request)` once the script is used up; `times` holds when each
+  request came."""
+
+  def __init__(self, actions=(), verdict: Callable[[dict], str] | None = None):
+    import http.server  # pylint: disable=import-outside-toplevel
+    import threading  # pylint: disable=import-outside-toplevel
+    self.actions = list(actions)
+    self.times: list[float] = []
+    outer = self
+    verdict = verdict or (lambda body: '{"passed": true, "reason": "fine"}')
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+      def do_POST(self):  # noqa: N802
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        outer.times.append(time.monotonic())
+        kind, value = outer.actions.pop(0) if outer.actions else ("verdict", None)
+        if kind == "hang":
+          time.sleep(value)  # bounded: the handler thread ends by itself
+          return
+        if kind == "verdict":
+          kind, value = "body", json.dumps({"choices": [{"message": {
+              "role": "assistant", "content": verdict(request)}}]})
+        status, headers, body = (200, {}, value) if kind == "body" else (kind, value, "")
+        self.send_response(status)
+        for name, header in headers.items():
+          self.send_header(name, header)
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+      def log_message(self, *args):
+        pass
+
+    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    self.server.daemon_threads = True
+    self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+    threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+  def close(self) -> None:
+    self.server.shutdown()
+    self.server.server_close()
+
+
 # ---- running the job ---------------------------------------------------------------
 
 def env(root: pathlib.Path) -> dict[str, str]:
@@ -483,11 +528,11 @@ class Matrix:
     finally:
       subprocess.run(["umount", str(cache)], check=False)
     rows = [r for r in rows_of(workdir) if r["stage"] == "rl"]
-    errors = re.findall(r"cache_write_errors\D+(\d+)", log_text(workdir))
+    errors = sum(r.get("cache_write_errors", 0) for r in rows_of(workdir))
     row.did = (f"exit {code}; tmpfs {used.used // 1024} of {used.total // 1024} KiB used; "
-               f"cache write errors logged: {errors[-1] if errors else 'none'}")
+               f"cache write errors counted in the rows: {errors:g}")
     row.check(code == 0, f"the run failed: {log_text(workdir)[-1500:]}")
-    row.check(used.free < 8192, "the tmpfs did not fill up")
+    row.check(used.free < 8192 and errors > 0, "the tmpfs did not fill up")
     row.lost = f"{len(rows)} RL rows"
     self.compare_rl(row, workdir)
     return row.done()
@@ -552,6 +597,64 @@ class Matrix:
                 "the retried start did not grade")
     else:
       row.check(isinstance(out, RuntimeError), "no error")
+    return row.done()
+
+  # ---- rows: the judge -------------------------------------------------------------------
+
+  def judge(self, mode: str) -> Row:
+    """The example apps of the judged task graded by the pool against a judge that
+    misbehaves (`mode`) and against a working one, both with the default settings but a
+    3 s budget per rubric."""
+    from rcca_jax.data import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+    from rcca_jax.evaluation import pool as pool_lib  # pylint: disable=import-outside-toplevel
+    from rcca_jax.evaluation.config import EvalConfig  # pylint: disable=import-outside-toplevel
+    scripts = {"never_answers": [("hang", 6.0)] * 50, "error_500": [(500, {})] * 50,
+               "retry_after_429": [(429, {"Retry-After": "1"})] * 2,
+               "not_json": [("body", "<html>busy</html>")] * 50}
+    row = Row(f"judge_{mode}", f"a judge that {mode.replace('_', ' ')}")
+    task = tasks_lib.parse_task({"id": "j", "request": "A greeting page", "rubrics": [
+        {"id": "r1", "kind": "initial", "level": "core", "text": "Shows Hi",
+         "check": 'expect text "h1" == "Hi"'},
+        {"id": "r2", "kind": "initial", "level": "behavior", "text": "Friendly"},
+        {"id": "r3", "kind": "initial", "level": "rendering", "text": "Laid out"}]})
+    apps = [f"```html\n<!DOCTYPE html><html><body><h1>{t}</h1></body></html>\n```"
+            for t in ("Hi", "Ho", "Hi there")]
+    jobs = [pool_lib.Job(task, app, i) for i, app in enumerate(apps)]
+
+    def verdict(request):  # r2 fails as minor, r3 passes
+      failing = "Friendly" in request["messages"][1]["content"]
+      return json.dumps({"passed": not failing, "severity": "minor" if failing else None,
+                         "reason": "judged"})
+
+    records = {}
+    for name, actions in (("working", []), (mode, scripts[mode])):
+      server = JudgeServer(actions, verdict)
+      config = EvalConfig(judge_url=server.base, judge_model="m", judge_budget=3.0)
+      try:
+        with pool_lib.EvalPool(config, workers=1) as pool:
+          start = time.monotonic()
+          records[name] = list(pool.run(jobs))
+          seconds = time.monotonic() - start
+      finally:
+        server.close()
+    good, bad = records["working"], records[mode]
+    unscorable = sum(r.get("unscorable") is not None for r in bad)
+    row.did = (f"{unscorable} of {len(bad)} records unscorable, rewards "
+               f"{[r['reward'] for r in bad]} vs working judge "
+               f"{[r['reward'] for r in good]}, {seconds:.1f} s")
+    for g, b in zip(good, bad):
+      for rg, rb in zip(g["rubrics"], b["rubrics"]):
+        row.check(rb["passed"] is None or rb["passed"] == rg["passed"],
+                  f"rubric {rb['id']}: a verdict the judge did not give")
+      row.check(b["reward"] is None or b["reward"] <= g["reward"],
+                f"a reward rose: {b['reward']} > {g['reward']}")
+    if mode == "retry_after_429":
+      row.check([r["reward"] for r in bad] == [r["reward"] for r in good],
+                "Retry-After was not waited out")
+    elif mode in ("never_answers", "error_500", "not_json"):
+      gated = [g for g in good if g["rubric_score"] is not None]
+      row.check(unscorable == len(gated), "an app that reached the judge is not unscorable")
+    row.lost = f"{unscorable} responses left out of training"
     return row.done()
 
   # ---- rows: grading faults (in this process, at the grader) ---------------------------
@@ -659,6 +762,8 @@ ROWS = {
     "chromium_never_ready_2w": lambda m: m.chromium("never_ready", 2),
     "chromium_fails_always_1w": lambda m: m.chromium("fails_always", 1),
     "chromium_fails_once_1w": lambda m: m.chromium("fails_once", 1),
+    **{f"judge_{mode}": (lambda m, k=mode: m.judge(k))
+       for mode in ("never_answers", "error_500", "retry_after_429", "not_json")},
     "second_run_refused": Matrix.second_run,
     "changed_config_refused": Matrix.changed_config,
 }

@@ -3,9 +3,10 @@ server that hangs, fails, rate-limits with Retry-After or answers something else
 the chat schema (docs/faults.md#2-the-judge)."""
 
 import email.utils
-import http.server
+import importlib.util
 import json
-import threading
+import pathlib
+import sys
 import time
 
 from absl.testing import absltest, parameterized
@@ -18,49 +19,15 @@ from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.record import JUDGE_FAILED, UNSCORABLE, RubricResult
 from rcca_jax.train import config_check
 
-VERDICT = json.dumps({"choices": [{"message": {
-    "role": "assistant", "content": '{"passed": true, "reason": "fine"}'}}]})
-
-
-class MisbehavingServer:
-  """Answers each POST with the next scripted action: ("hang", seconds), (status,
-  headers), or ("body", text) with status 200; `times` holds when each request came."""
-
-  def __init__(self, actions):
-    self.actions = list(actions)
-    self.times = []
-    outer = self
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-      def do_POST(self):  # noqa: N802
-        self.rfile.read(int(self.headers["Content-Length"]))
-        outer.times.append(time.monotonic())
-        kind, value = outer.actions.pop(0) if outer.actions else ("body", VERDICT)
-        if kind == "hang":
-          time.sleep(value)  # bounded: the server thread ends by itself
-          return
-        status, headers, body = (200, {}, value) if kind == "body" else (kind, value, "")
-        self.send_response(status)
-        for name, header in headers.items():
-          self.send_header(name, header)
-        self.end_headers()
-        self.wfile.write(body.encode())
-
-      def log_message(self, *args):
-        pass
-
-    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    self.server.daemon_threads = True
-    self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-    threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-  def close(self):
-    self.server.shutdown()
-    self.server.server_close()
+_PATH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "fault_matrix.py"
+_SPEC = importlib.util.spec_from_file_location("fault_matrix", _PATH)
+fault_matrix = importlib.util.module_from_spec(_SPEC)
+sys.modules.setdefault("fault_matrix", fault_matrix)
+_SPEC.loader.exec_module(fault_matrix)
 
 
 def _grade(actions, **client):
-  server = MisbehavingServer(actions)
+  server = fault_matrix.JudgeServer(actions)
   judge = judge_lib.Judge(server.base, "m", **client)
   try:
     start = time.monotonic()
