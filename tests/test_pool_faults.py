@@ -40,6 +40,7 @@ class PoolFaultsTest(parameterized.TestCase):
     self.assertEqual(_leftovers(tmp), [])
 
   @parameterized.parameters(1, 2)
+  @pytest.mark.slow  # below the parameterization, so that every generated test keeps it
   def test_a_browser_that_never_becomes_ready(self, workers):
     config = EvalConfig(worker_start_timeout=3.0)
     out, seconds, tmp, stats = self._run(self._fake(fault_matrix.NEVER_READY), config,
