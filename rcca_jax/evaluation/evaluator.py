@@ -57,6 +57,10 @@ def static_stages(response: str) -> StaticResult:
   return StaticResult(extraction, parsed, [True, not parsed.fatal], issues)
 
 
+# A stack frame's `url` when it is the app's own page (docs/contracts.md#issue-evidence).
+APP_FRAME_URL = "app"
+
+
 def _not_run(task, why: str) -> list[RubricResult]:
   return [RubricResult(r.id, None, None, f"not run: {why}") for r in task.rubrics]
 
@@ -131,11 +135,14 @@ class _Mapper:
     return self.ex.span_to_response(*span) if span else []
 
   def frames(self, frames: Sequence[dict[str, Any]], url: str) -> list[dict[str, Any]]:
+    """Stack frames as evidence; the app's own page (`url`, numbered by the browser's
+    loads, so by which worker graded the app) is written `APP_FRAME_URL`."""
     out = []
     for f in frames[:20]:
       mine = f["url"] == url
       out.append({"function": f["function"], "line": f["line"], "column": f["column"],
-                  "url": f["url"], "offset": self.offset(f["line"], f["column"]) if mine else None})
+                  "url": APP_FRAME_URL if mine else f["url"],
+                  "offset": self.offset(f["line"], f["column"]) if mine else None})
     return out
 
   def exception(self, exc: PageException, url: str) -> tuple[dict[str, Any], list]:
