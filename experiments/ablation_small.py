@@ -52,9 +52,8 @@ def get_config() -> ml_collections.ConfigDict:
       path="",  # empty: DIR/controlled_tasks.jsonl (the ablation runner shares one)
   ))
   # Diagnostic weights of docs/method.md#5-diagnostic-weights (credit.diagnostic_weights
-  # keywords), the blame
-  # source ("evaluator" | "placebo" | "oracle") and the weight of the unblamed tokens of
-  # negative-advantage responses (credit/blame.py).
+  # keywords), the blame source ("evaluator" | "placebo" | "oracle" | "sibling_diff") and
+  # the weight of the unblamed tokens of negative-advantage responses (credit/blame.py).
   config.credit = ml_collections.ConfigDict(dict(direct=3.0, context=1.5, cap=4.0,
                                                  blame="evaluator", negative_unblamed=1.0))
   config.sft.num_steps = 600
@@ -71,6 +70,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.rl.optimizer.momentum = 0.0  # SGD only
   config.rl.optimizer.learning_rate = 1e-4
   config.rl.loss.scale_advantages_by_std = True
+  config.rl.loss.entropy_top_fraction = 0.0  # set by the entropy_top20 arm (0: off)
   config.eval.after_sft = True
   config.eval.every_rl_steps = 4
   config.eval.max_new_tokens = 464
@@ -94,6 +94,18 @@ def get_config() -> ml_collections.ConfigDict:
       rcca_focus="rl.policy_loss=rcca;credit.negative_unblamed=0.0",
       rcca_placebo="rl.policy_loss=rcca;credit.blame=placebo",
       rcca_oracle="rl.policy_loss=rcca;credit.blame=oracle",
+      # Why focus wins (issue 36): focus with placebo / oracle blame (location); GRPO with
+      # each failed response's tokens at one factor giving it focus's total weight
+      # (magnitude); focus on the tokens that differ from the group's best response
+      # (a model-free localizer); GRPO on each response's 20% highest-entropy tokens.
+      rcca_focus_placebo="rl.policy_loss=rcca;credit.blame=placebo;"
+                         "credit.negative_unblamed=0.0",
+      rcca_focus_oracle="rl.policy_loss=rcca;credit.blame=oracle;"
+                        "credit.negative_unblamed=0.0",
+      grpo_neg_scaled="rl.policy_loss=grpo_neg_scaled;credit.negative_unblamed=0.0",
+      sibling_diff_focus="rl.policy_loss=rcca;credit.blame=sibling_diff;"
+                         "credit.negative_unblamed=0.0",
+      entropy_top20="rl.policy_loss=grpo;rl.loss.entropy_top_fraction=0.2",
       # Plain SGD, learning rate SGD_LR (see its note).
       grpo_sgd=f"rl.policy_loss=grpo;rl.optimizer.name=sgd;rl.optimizer.learning_rate={SGD_LR}",
       rcca_sgd=f"rl.policy_loss=rcca;rl.optimizer.name=sgd;rl.optimizer.learning_rate={SGD_LR}",

@@ -12,14 +12,25 @@ from rcca_jax.train import config_check
 from rcca_jax.train import configs
 from rcca_jax.train import sections
 
-ARMS = {  # arm -> (policy loss, blame, negative_unblamed, optimizer, aggregation, std)
-    "rcca_focus": ("rcca", "evaluator", 0.0, "adamw", "seq-mean-token-mean", True),
-    "rcca_placebo": ("rcca", "placebo", 1.0, "adamw", "seq-mean-token-mean", True),
-    "rcca_oracle": ("rcca", "oracle", 1.0, "adamw", "seq-mean-token-mean", True),
-    "grpo_sgd": ("grpo", "evaluator", 1.0, "sgd", "seq-mean-token-mean", True),
-    "rcca_sgd": ("rcca", "evaluator", 1.0, "sgd", "seq-mean-token-mean", True),
-    "grpo_token_mean": ("grpo", "evaluator", 1.0, "adamw", "token-mean", True),
-    "dr_grpo": ("grpo", "evaluator", 1.0, "adamw", "seq-mean-token-sum", False),
+# arm -> (policy loss, blame, negative_unblamed, optimizer, aggregation, std scaling,
+# entropy_top_fraction)
+ARMS = {
+    "rcca_focus": ("rcca", "evaluator", 0.0, "adamw", "seq-mean-token-mean", True, 0.0),
+    "rcca_placebo": ("rcca", "placebo", 1.0, "adamw", "seq-mean-token-mean", True, 0.0),
+    "rcca_oracle": ("rcca", "oracle", 1.0, "adamw", "seq-mean-token-mean", True, 0.0),
+    "rcca_focus_placebo": ("rcca", "placebo", 0.0, "adamw", "seq-mean-token-mean", True,
+                           0.0),
+    "rcca_focus_oracle": ("rcca", "oracle", 0.0, "adamw", "seq-mean-token-mean", True,
+                          0.0),
+    "grpo_neg_scaled": ("grpo_neg_scaled", "evaluator", 0.0, "adamw",
+                        "seq-mean-token-mean", True, 0.0),
+    "sibling_diff_focus": ("rcca", "sibling_diff", 0.0, "adamw", "seq-mean-token-mean",
+                           True, 0.0),
+    "entropy_top20": ("grpo", "evaluator", 1.0, "adamw", "seq-mean-token-mean", True, 0.2),
+    "grpo_sgd": ("grpo", "evaluator", 1.0, "sgd", "seq-mean-token-mean", True, 0.0),
+    "rcca_sgd": ("rcca", "evaluator", 1.0, "sgd", "seq-mean-token-mean", True, 0.0),
+    "grpo_token_mean": ("grpo", "evaluator", 1.0, "adamw", "token-mean", True, 0.0),
+    "dr_grpo": ("grpo", "evaluator", 1.0, "adamw", "seq-mean-token-sum", False, 0.0),
 }
 
 
@@ -37,8 +48,8 @@ class ArmsTest(parameterized.TestCase):
     loss, credit = configs.loss_config(job), job.credit
     opt = configs.optimizer_config(c.rl.optimizer, c.rl.num_steps)
     self.assertEqual((loss.policy_loss, credit.blame, loss.rcca_negative_unblamed,
-                      opt.name, loss.aggregation, loss.scale_advantages_by_std),
-                     ARMS[name])
+                      opt.name, loss.aggregation, loss.scale_advantages_by_std,
+                      loss.entropy_top_fraction), ARMS[name])
     self.assertEqual(opt.learning_rate, ablation_small.SGD_LR if opt.name == "sgd"
                      else 1e-4)
     self.assertEqual(credit.weights(), {"direct": 3.0, "context": 1.5, "cap": 4.0})
@@ -61,8 +72,10 @@ class CreditFieldsTest(absltest.TestCase):
     config.rl.optimizer.name = "adam"
     config.rl.loss.rcca_negative_unblamed = 0.0  # its name is credit.negative_unblamed
     config.credit.colour = 1
+    config.rl.loss.entropy_top_fraction = 2.0
     text = "\n".join(config_check.problems(config, num_devices=1))
     for line in ("credit.colour: unknown field",
+                 "rl.loss: entropy_top_fraction=2.0 must lie in [0, 1]",
                  "rl.loss.rcca_negative_unblamed: unknown field",
                  "credit: negative_unblamed=-1.0 must be >= 0",
                  "credit.blame='oracle' needs data.setting='controlled'",

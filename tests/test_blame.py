@@ -2,13 +2,16 @@
 
 import pathlib
 
+import jax.numpy as jnp
 import numpy as np
 from absl.testing import absltest, parameterized
 
+from np_reference import np_effective_weights, np_sibling_diff_weights
 from rcca_jax.credit import blame
 from rcca_jax.credit import sites as sites_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.data.tasks import Task
+from rcca_jax.rl import rcca
 from rcca_jax.train import rollouts as rollouts_lib
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -32,12 +35,13 @@ def sited_task() -> Task:
               extra={"controlled": {"sites": [s.to_json() for s in sites]}})
 
 
-def rollout(task, text, issues=(), seed=0, sample_id=0):
+def rollout(task, text, issues=(), seed=0, sample_id=0, reward=0.5, tokens=None):
   offsets = np.asarray([(i, i + 1) for i in range(len(text))], np.int64)
-  return rollouts_lib.Rollout(task=task, sample_id=sample_id, prompt=[1], tokens=[5] * len(text),
-                              logprobs=np.zeros(len(text), np.float32), text=text,
+  tokens = [5] * len(text) if tokens is None else list(tokens)
+  return rollouts_lib.Rollout(task=task, sample_id=sample_id, prompt=[1], tokens=tokens,
+                              logprobs=np.zeros(len(tokens), np.float32), text=text,
                               offsets=offsets, seed=seed,
-                              record={"reward": 0.5, "issues": list(issues)})
+                              record={"reward": reward, "issues": list(issues)})
 
 
 class CreditConfigTest(absltest.TestCase):
@@ -163,6 +167,79 @@ class AssignWeightsTest(absltest.TestCase):
     self.assertFalse(np.array_equal(batch[0].wbar, batch[1].wbar[:len(first)]))
     with self.assertRaisesRegex(ValueError, "blame='x'"):
       rollouts_lib.assign_weights(batch, blame="x")
+
+
+class FocusPlaceboTest(absltest.TestCase):
+
+  def test_focus_keeps_the_moved_runs_of_negative_responses_only(self):
+    text = "x" * 30
+    issue = {"direct": [[2, 5]], "context": [[9, 12]]}
+    batch = [rollout(None, text, [issue], seed=4, sample_id=i) for i in range(4)]
+    rollouts_lib.assign_weights(batch, blame="evaluator")
+    evaluator = np.stack([r.wbar for r in batch])
+    rollouts_lib.assign_weights(batch, blame="placebo")
+    wbar = np.stack([r.wbar for r in batch])
+    adv = np.asarray([-1.0, -0.5, 0.5, 1.0], np.float32)
+    got = np.asarray(rcca.effective_weights(jnp.asarray(wbar), jnp.asarray(adv),
+                                            negative_unblamed=0.0))
+    np.testing.assert_array_equal(got, np_effective_weights(wbar, adv, 1.2, 1.0, 0.0))
+    for row in (0, 1):  # negative: weight exactly on the moved runs, total preserved
+      np.testing.assert_array_equal(got[row] > 0, wbar[row] > 1)
+      self.assertEqual(got[row].sum(), evaluator[row][evaluator[row] > 1].sum())
+      self.assertFalse(np.array_equal(got[row] > 0, evaluator[row] > 1))
+    np.testing.assert_allclose(got[2:], np.where(wbar[2:] > 1, 1.0, 1.2), rtol=1e-6)
+
+
+class SiblingDiffTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("substitution", [1, 2, 3, 4, 5], [1, 2, 9, 4, 5], [1, 1, 3, 1, 1]),
+      ("insertion", [1, 2, 7, 7, 3, 4], [1, 2, 3, 4], [1, 1, 3, 3, 1, 1]),
+      ("deletion", [1, 2, 4], [1, 2, 3, 4], [1, 1, 1]),
+      ("identical", [6, 6, 6], [6, 6, 6], [1, 1, 1]),
+      ("disjoint", [1, 2], [3, 4, 5], [3, 3]),
+      ("empty_best", [1, 2], [], [3, 3]),
+      ("empty", [], [1], []),
+      ("repeats", [5, 5, 1, 5, 5, 2, 5], [5, 5, 1, 5, 5, 5], [1, 1, 1, 1, 1, 3, 1]))
+  def test_matches_numpy(self, tokens, best, want):
+    got = blame.sibling_diff_weights(tokens, best, 3.0)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, np_sibling_diff_weights(tokens, best, 3.0))
+    self.assertEqual(got.dtype, np.float32)
+
+  def test_long_sequences_are_diffed_without_the_junk_heuristic(self):
+    best = [7, 8] * 150 + [1, 2, 3]
+    tokens = [7, 8] * 150 + [1, 9, 3]
+    want = np.ones(len(tokens))
+    want[-2] = 2.0
+    np.testing.assert_array_equal(blame.sibling_diff_weights(tokens, best, 2.0), want)
+
+  def test_references(self):
+    self.assertEqual(blame.sibling_references([0.2, 0.9, 0.5, 0.9, None]),
+                     [1, None, 1, None, None])
+    self.assertEqual(blame.sibling_references([0.3, 0.3 + 1e-7, 0.3]), [None] * 3)
+    self.assertEqual(blame.sibling_references([None, None]), [None, None])
+    self.assertEqual(blame.sibling_references([]), [])
+
+  def test_assign_weights_by_group(self):
+    def member(tokens, reward, sample_id):
+      return rollout(None, "x" * len(tokens), [{"direct": [[0, 1]], "context": []}],
+                     sample_id=sample_id, reward=reward, tokens=tokens)
+    batch = [member([1, 2, 3], 0.2, 0), member([1, 9, 3], 1.0, 1),
+             member([1, 2, 3, 4], 0.5, 2),
+             member([4, 4], 0.7, 0), member([4, 5], 0.7, 1)]  # a group of equal rewards
+    self.assertEqual(rollouts_lib.sample_groups(batch), [range(0, 3), range(3, 5)])
+    rollouts_lib.assign_weights(batch, weights={"direct": 2.5}, blame="sibling_diff")
+    want = [[1, 2.5, 1], [1, 1, 1], [1, 2.5, 1, 2.5], [1, 1], [1, 1]]
+    for r, w in zip(batch, want):
+      np.testing.assert_array_equal(r.wbar, w)
+    self.assertEqual([r.blame for r in batch],
+                     ["sibling_diff", "uniform", "sibling_diff", "uniform", "uniform"])
+    self.assertEqual(rollouts_lib.blame_stats(batch, "sibling_diff"),
+                     {"sibling_diff_rate": 0.4})
+    rollouts_lib.assign_weights(batch, blame="sibling_diff")  # `credit.direct`'s default
+    self.assertEqual(batch[0].wbar[1], 3.0)
+    self.assertEqual(rollouts_lib.sample_groups([]), [])
 
 
 if __name__ == "__main__":

@@ -1,13 +1,16 @@
-"""GRPO advantages and the clipped weighted loss against an independent numpy reference."""
+"""GRPO advantages, the clipped weighted loss and the entropy token selection against
+independent numpy references."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from absl.testing import absltest, parameterized
 
-from np_reference import np_advantages, np_loss_and_grad
+from np_reference import (np_advantages, np_loss_and_grad,
+                          np_negative_scaled_weights, np_top_entropy_tokens)
 from rcca_jax.rl import grpo
 from rcca_jax.rl import losses
+from rcca_jax.rl import objectives
 from rcca_jax.rl import rcca
 
 AGGS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum")
@@ -185,9 +188,60 @@ class PolicyLossTest(parameterized.TestCase):
     np.testing.assert_allclose(m["weight_share_other"], 1 / valid.sum(), rtol=1e-6)
     np.testing.assert_allclose(sum(shares) + m["weight_share_other"], 1.0, rtol=1e-6)
 
+  def test_weight_moments_match_numpy(self):
+    logp, old, adv, w, mask, _ = random_inputs(9)
+    w[:3, :4] = 0.0
+    jl, jo, ja, jw, jm = f32(logp, old, adv, w, mask)
+    _, m = grpo.policy_loss(jl, jo, ja, jw, jm)
+    valid = mask > 0
+    negative = np.broadcast_to(adv[:, None] < 0, mask.shape)[valid]
+    want = {"weight_mean": w[valid].mean(), "weight_sq_mean": (w[valid] ** 2).mean(),
+            "zero_weight_share": np.mean(w[valid] == 0),
+            "negative_token_share": negative.mean(),
+            "negative_weight_sum": (w[valid] * negative).sum() / valid.sum()}
+    self.assertGreater(want["zero_weight_share"], 0)
+    self.assertTrue(0 < want["negative_token_share"] < 1)
+    for name, value in want.items():
+      np.testing.assert_allclose(m[name], value, rtol=1e-5, err_msg=name)
+
   def test_unknown_aggregation(self):
     with self.assertRaisesRegex(ValueError, "unknown aggregation"):
       grpo.policy_loss(*f32(*random_inputs(0)[:5]), aggregation="sum")
+
+
+class TopEntropyTest(parameterized.TestCase):
+
+  def test_hand_made_rows(self):
+    entropy = jnp.asarray([[0.1, 0.9, 0.5, 0.9, 0.2, 7.0],    # 5 tokens: k = 1, tie -> t=1
+                           [0.0, -0.0, 0.0, 0.3, 0.0, 0.0],   # 6 tokens: k = 2
+                           [5.0, 1.0, 2.0, 0.0, 0.0, 0.0]])   # 0 tokens: none
+    mask = jnp.asarray([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1], [0] * 6])
+    got = grpo.top_entropy_tokens(entropy, mask, 0.2)
+    np.testing.assert_array_equal(got, [[0, 1, 0, 0, 0, 0],
+                                        [1, 0, 0, 1, 0, 0],   # zeros tie: the earliest
+                                        [0] * 6])
+    np.testing.assert_array_equal(got, np_top_entropy_tokens(entropy, mask, 0.2))
+
+  @parameterized.parameters(0.2, 0.5, 1.0, 0.05)
+  def test_matches_numpy_with_ties(self, fraction):
+    rng = np.random.default_rng(3)
+    entropy = rng.choice([0.0, 0.25, 0.5, 1.5], (16, 40)).astype(np.float32)
+    lengths = rng.integers(0, 41, 16)
+    lengths[:3] = (35, 15, 40)  # 0.2 * 35 and 0.2 * 15 are integers up to rounding
+    mask = (np.arange(40)[None] < lengths[:, None]).astype(np.float32)
+    got = np.asarray(grpo.top_entropy_tokens(jnp.asarray(entropy), jnp.asarray(mask),
+                                             fraction))
+    np.testing.assert_array_equal(got, np_top_entropy_tokens(entropy, mask, fraction))
+    np.testing.assert_array_equal(got.sum(1), np.ceil(np.round(fraction * lengths, 9)))
+    if fraction == 0.2:
+      self.assertEqual(list(got.sum(1)[:3]), [7, 3, 8])
+
+  def test_constant_under_jit_and_grad(self):
+    def total(entropy):
+      return jnp.sum(entropy * grpo.top_entropy_tokens(entropy, jnp.ones((1, 4)), 0.5))
+    entropy = jnp.asarray([[0.1, 0.4, 0.3, 0.2]])
+    self.assertAlmostEqual(float(jax.jit(total)(entropy)), 0.7, places=6)
+    np.testing.assert_allclose(jax.grad(total)(entropy), [[0.0, 1.0, 1.0, 0.0]])
 
 
 class RegistryTest(parameterized.TestCase):
@@ -208,6 +262,55 @@ class RegistryTest(parameterized.TestCase):
                                weighted, rtol=1e-6)
     self.assertNotAlmostEqual(float(weighted), float(plain), places=4)
 
+  def test_grpo_neg_scaled_is_grpo_with_rccas_negative_totals(self):
+    logp, old, adv, wbar, mask, _ = random_inputs(10)
+    jl, jo, ja, jw, jm = f32(logp, old, adv, wbar, mask)
+    cfg = losses.preset("grpo", policy_loss="grpo_neg_scaled", rcca_negative_unblamed=0.0)
+    num, stats = losses.get_policy_loss("grpo_neg_scaled")(jl, jo, ja, jw, jm, None, cfg)
+    want, _ = np_loss_and_grad(logp, old, adv,
+                               np_negative_scaled_weights(wbar, adv, mask, 0.0), mask,
+                               0.2, 0.2, "seq-mean-token-mean")
+    np.testing.assert_allclose(num / grpo.loss_denominator(jm, cfg.aggregation), want,
+                               rtol=1e-5)
+    # The same total weight on negative responses as rcca under focus.
+    focus = losses.preset("rcca", rcca_negative_unblamed=0.0)
+    _, focus_stats = losses.get_policy_loss("rcca")(jl, jo, ja, jw, jm, None, focus)
+    np.testing.assert_allclose(stats["token_sums"]["negative_weight_sum"],
+                               focus_stats["token_sums"]["negative_weight_sum"], rtol=1e-5)
+
+  @parameterized.parameters("grpo", "rcca", "grpo_neg_scaled")
+  def test_entropy_top_fraction_zeroes_the_other_tokens(self, name):
+    logp, old, adv, wbar, mask, _ = random_inputs(11)
+    entropy = np.random.default_rng(11).uniform(0, 3, logp.shape)
+    jl, jo, ja, jw, jm, je = f32(logp, old, adv, wbar, mask, entropy)
+    off = losses.preset("grpo", policy_loss=name)
+    on = losses.preset("grpo", policy_loss=name, entropy_top_fraction=0.2)
+    fn = losses.get_policy_loss(name)
+    base = {"grpo": jnp.ones_like(jl), "rcca": rcca.effective_weights(jw, ja),
+            "grpo_neg_scaled": rcca.negative_scaled_weights(jw, ja, jm)}[name]
+    selected = np_top_entropy_tokens(entropy, mask, 0.2)
+    want, _ = grpo.policy_loss_terms(jl, jo, ja, base * selected, jm)
+    got, stats = fn(jl, jo, ja, jw, jm, None, on, entropy=je)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    self.assertGreater(float(stats["token_sums"]["zero_weight_share"]),
+                       0.7 * float(stats["tokens"]))
+    # Off, the entropy is not read: the loss is the one without it.
+    nan = jnp.full_like(je, jnp.nan)
+    np.testing.assert_array_equal(fn(jl, jo, ja, jw, jm, None, off, entropy=nan)[0],
+                                  fn(jl, jo, ja, jw, jm, None, off)[0])
+    with self.assertRaisesRegex(ValueError, "needs the per-token entropy"):
+      fn(jl, jo, ja, jw, jm, None, on)
+
+  def test_objective_passes_the_entropy(self):
+    logp, old, adv, wbar, mask, _ = random_inputs(12)
+    entropy = np.random.default_rng(12).uniform(0, 3, logp.shape)
+    jl, jo, ja, jw, jm, je = f32(logp, old, adv, wbar, mask, entropy)
+    batch = {"old_logp": jo, "advantages": ja, "wbar": jw, "loss_mask": jm}
+    cfg = losses.preset("grpo", entropy_top_fraction=0.2)
+    got, _ = objectives.PolicyObjective(cfg, 4).terms(jl, je, batch)
+    want, _ = losses.grpo_loss(jl, jo, ja, jw, jm, None, cfg, entropy=je)
+    np.testing.assert_array_equal(got, want)
+
   def test_presets_and_errors(self):
     dapo = losses.preset("dapo")
     self.assertEqual((dapo.aggregation, dapo.eps_high), ("token-mean", 0.28))
@@ -219,6 +322,9 @@ class RegistryTest(parameterized.TestCase):
       losses.preset("nope")
     with self.assertRaisesRegex(ValueError, "unknown loss config keys"):
       losses.LossConfig.from_mapping({"eps": 0.1})
+    with self.assertRaisesRegex(ValueError, "entropy_top_fraction=1.5 must lie in"):
+      losses.LossConfig(entropy_top_fraction=1.5)
+    self.assertEqual(losses.LossConfig().entropy_top_fraction, 0.0)
 
 
 if __name__ == "__main__":

@@ -160,6 +160,14 @@ class SavedConfigTest(parameterized.TestCase):
     for name in ("eval.workers", "eval.grading_cache", "mesh.*"):
       self.assertIn(name, guard.IGNORED_FIELDS)
 
+  def test_runner_sections_are_ignored(self):
+    """An ablation or sweep that gains an arm or a setting resumes its finished runs."""
+    self.config["arms"] = dict(grpo="rl.policy_loss=grpo", new_arm="seed=1")
+    self.config["ablation"] = dict(arms="grpo,new_arm")
+    self.config["settings"] = dict(s1_0="data.controlled.bug_sites=1")
+    self.config["sweep"] = dict(settings="s1_0")
+    self.assertEqual(guard.check_saved_config(self.workdir, self.config), [])
+
 
 if __name__ == "__main__":
   absltest.main()

@@ -10,15 +10,19 @@ The `credit` config section (`CreditConfig`):
       fault is;
     "oracle": the known bug sites of a controlled task that the response carries
       (`oracle_issues`), direct spans only, no context;
+    "sibling_diff": model-free, no evaluator: a response rewarded below its group's
+      best gets `direct` on the tokens that differ from that best response
+      (`sibling_references`, `sibling_diff_weights`), every other response weight 1;
   negative_unblamed: the weight of the unblamed tokens of a negative-advantage response
     in the RCCA loss (1.0: the paper's rule, docs/method.md#6-asymmetric-effective-weights;
     0.0 puts the negative update on blamed code only).
-All three: docs/method.md#9-blame-sources.
+All four: docs/method.md#9-blame-sources.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -26,7 +30,10 @@ import numpy as np
 from rcca_jax.base import mapping
 from rcca_jax.credit import sites as sites_lib
 
-BLAME_MODES = ("evaluator", "placebo", "oracle")
+BLAME_MODES = ("evaluator", "placebo", "oracle", "sibling_diff")
+# Rewards within this of the group's best are not below it (grpo.group_advantages'
+# tolerance for equal rewards).
+SIBLING_ATOL = 1e-6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,3 +133,28 @@ def oracle_issues(task: Any, text: str) -> Optional[list[dict[str, Any]]]:
   names = [s.name for s in sites if s.kind == "bug" and choice.get(s.name, False)]
   return [{"site": name, "source": "oracle", "direct": [list(span)], "context": []}
           for name, span in zip(names, sites_lib.blame_spans(spans, sites, choice))]
+
+
+def sibling_references(rewards: Sequence[Optional[float]]) -> list[Optional[int]]:
+  """For one group's rewards (None: ungraded), each member's reference for the sibling
+  diff: the index of the group's first best-rewarded member when the member's reward is
+  below that best by more than `SIBLING_ATOL`; None for the others (the best, its ties,
+  the ungraded, every member of a group of equal rewards)."""
+  graded = [r for r in rewards if r is not None]
+  if not graded:
+    return [None] * len(rewards)
+  best = max(graded)
+  first = next(i for i, r in enumerate(rewards) if r == best)
+  return [first if r is not None and r < best - SIBLING_ATOL else None for r in rewards]
+
+
+def sibling_diff_weights(tokens: Sequence[int], best: Sequence[int],
+                         direct: float) -> np.ndarray:
+  """[len(tokens)] weights: `direct` on the tokens of `tokens` outside every block it
+  shares with `best` (a token-level diff: `difflib.SequenceMatcher` on the token ids,
+  its junk heuristic off), 1 on the matched ones."""
+  matcher = difflib.SequenceMatcher(None, list(tokens), list(best), autojunk=False)
+  w = np.full(len(tokens), direct, np.float32)
+  for start, _, size in matcher.get_matching_blocks():
+    w[start:start + size] = 1.0
+  return w

@@ -110,6 +110,24 @@ def aggregate_numerator(per_token: Array, mask: Array, aggregation: str) -> Arra
   return jnp.sum(token_sums)
 
 
+def top_entropy_tokens(entropy: Array, mask: Array, fraction: float) -> Array:
+  """[B, T] float32, 1 on each row's `k = ceil(fraction * n)` highest-entropy response
+  tokens (n: its response tokens), 0 elsewhere ("Beyond the 80/20 rule", arXiv
+  2506.01939, per response).
+
+  Equal entropies rank by position, the earlier first; `k` is computed as
+  `ceil(fraction * n * (1 - 1e-6))`, so a product that is an integer up to float
+  rounding (0.2 * 35) is not rounded up, and a row with n >= 1 keeps at least one
+  token. The entropy is a constant here (no gradient flows through the selection).
+  """
+  valid = mask > 0
+  key = jnp.where(valid, jax.lax.stop_gradient(entropy).astype(jnp.float32), -jnp.inf)
+  order = jnp.argsort(key, axis=-1, stable=True, descending=True)
+  ranks = jnp.argsort(order, axis=-1)
+  k = jnp.ceil(fraction * jnp.sum(valid, axis=-1) * (1.0 - 1e-6))
+  return (valid & (ranks < k[:, None])).astype(jnp.float32)
+
+
 def policy_loss_terms(
     logp: Array, old_logp: Array, advantages: Array, weights: Array, mask: Array, *,
     eps_low: float = 0.2, eps_high: float = 0.2,
@@ -120,7 +138,10 @@ def policy_loss_terms(
   Returns:
     `(numerator, stats)`: the loss is `numerator / loss_denominator(global mask)`;
     `stats` merge across micro-batches with `merge_stats` and turn into metrics with
-    `finalize_stats`.
+    `finalize_stats`. Per response token, of the weights: `weight_mean`,
+    `weight_sq_mean`, `zero_weight_share`, the `weight_share_*` buckets, and over the
+    tokens of negative-advantage responses `negative_token_share` and
+    `negative_weight_sum` (their weights' sum; its ratio to the share is their mean).
   """
   mask = mask.astype(jnp.float32)
   valid = mask > 0
@@ -142,13 +163,18 @@ def policy_loss_terms(
   no_grad = jax.lax.stop_gradient
   ratio_ng, logp_ng = no_grad(ratio), no_grad(logp)
   weights_ng = no_grad(weights)
+  negative = (advantages < 0).astype(jnp.float32)
   seq_valid = (jnp.sum(mask, axis=-1) > 0).astype(jnp.float32)
   token_sums.update(
       clip_low=jnp.sum(mask * ((ratio_ng < 1.0 - eps_low) & (advantages < 0))),
       clip_high=jnp.sum(mask * ((ratio_ng > 1.0 + eps_high) & (advantages > 0))),
       ratio_mean=jnp.sum(mask * ratio_ng),
       logprob_gap=jnp.sum(mask * jnp.abs(jnp.where(valid, old_logp - logp_ng, 0.0))),
-      weight_mean=jnp.sum(mask * weights_ng))
+      weight_mean=jnp.sum(mask * weights_ng),
+      weight_sq_mean=jnp.sum(mask * weights_ng**2),
+      zero_weight_share=jnp.sum(mask * (weights_ng == 0.0)),
+      negative_token_share=jnp.sum(mask * negative),
+      negative_weight_sum=jnp.sum(mask * negative * weights_ng))
   in_bucket = jnp.zeros_like(mask)
   for bucket in WEIGHT_BUCKETS:
     hit = (jnp.abs(weights_ng - bucket) <= _BUCKET_ATOL).astype(jnp.float32)

@@ -1,12 +1,16 @@
 """Policy losses selected by name, and config presets for the common variants.
 
-A policy loss maps `(logp, old_logp, advantages, wbar, mask, ref_logp, config)` to the
-loss numerator and additive statistics (see `grpo.policy_loss_terms`); the train step
-divides by the global normaliser. `grpo` ignores the diagnostic weights `wbar`
-(every token has weight 1); `rcca` turns them into the effective weights of
-docs/method.md#6-asymmetric-effective-weights;
-`weighted` uses them as they are (diagnostics, `benchmarks/credit_mechanism.py`).
-Variants (DAPO, Dr. GRPO) are presets of `LossConfig`, not code branches.
+A policy loss maps `(logp, old_logp, advantages, wbar, mask, ref_logp, config,
+entropy=None)` to the loss numerator and additive statistics (see
+`grpo.policy_loss_terms`); the train step divides by the global normaliser. `grpo`
+ignores the diagnostic weights `wbar` (every token has weight 1); `rcca` turns them
+into the effective weights of docs/method.md#6-asymmetric-effective-weights;
+`grpo_neg_scaled` is `rcca` with each negative-advantage response's weight spread evenly
+over its tokens (`rcca.negative_scaled_weights`); `weighted` uses `wbar` as it is (diagnostics,
+`benchmarks/credit_mechanism.py`). `LossConfig.entropy_top_fraction > 0` keeps, in any
+of them, only each response's highest-entropy tokens (`grpo.top_entropy_tokens`; the
+per-token `entropy` is then required). Variants (DAPO, Dr. GRPO) are presets of
+`LossConfig`, not code branches.
 """
 
 import dataclasses
@@ -33,12 +37,18 @@ class LossConfig:
   rcca_positive_blamed: float = 1.0
   # Filled from `credit.negative_unblamed` (train/configs.loss_config), not rl.loss.
   rcca_negative_unblamed: float = 1.0
+  # > 0: only each response's ceil(fraction * n) highest-entropy tokens keep their
+  # weight, the others get 0 (grpo.top_entropy_tokens); 0: off.
+  entropy_top_fraction: float = 0.0
 
   def __post_init__(self):
     get_policy_loss(self.policy_loss)
     if self.aggregation not in grpo.AGGREGATIONS:
       raise ValueError(f"unknown aggregation {self.aggregation!r}; expected one of "
                        f"{grpo.AGGREGATIONS}")
+    if not 0.0 <= self.entropy_top_fraction <= 1.0:
+      raise ValueError(f"entropy_top_fraction={self.entropy_top_fraction} must lie in "
+                       "[0, 1] (0: off)")
 
   @classmethod
   def from_mapping(cls, values: Mapping[str, Any]) -> "LossConfig":
@@ -68,39 +78,63 @@ def get_policy_loss(name: str) -> PolicyLossFn:
 
 
 def _clipped_terms(logp, old_logp, advantages, weights, mask, ref_logp,
-                   config: LossConfig):
+                   config: LossConfig, entropy: Optional[jax.Array]):
+  if config.entropy_top_fraction:
+    if entropy is None:
+      raise ValueError("entropy_top_fraction > 0 needs the per-token entropy")
+    weights = weights * grpo.top_entropy_tokens(entropy, mask,
+                                                config.entropy_top_fraction)
   return grpo.policy_loss_terms(
       logp, old_logp, advantages, weights, mask, eps_low=config.eps_low,
       eps_high=config.eps_high, aggregation=config.aggregation, ref_logp=ref_logp,
       kl_beta=config.kl_beta)
 
 
+def _rcca_keywords(config: LossConfig) -> dict[str, float]:
+  return dict(c=config.rcca_c, positive_blamed=config.rcca_positive_blamed,
+              negative_unblamed=config.rcca_negative_unblamed)
+
+
 @register_policy_loss("grpo")
 def grpo_loss(logp, old_logp, advantages, wbar, mask,
-              ref_logp: Optional[jax.Array], config: LossConfig):
+              ref_logp: Optional[jax.Array], config: LossConfig,
+              entropy: Optional[jax.Array] = None):
   """Plain GRPO: every token has weight 1 (`wbar` is ignored)."""
   del wbar
   return _clipped_terms(logp, old_logp, advantages, jnp.ones_like(logp), mask,
-                        ref_logp, config)
+                        ref_logp, config, entropy)
 
 
 @register_policy_loss("rcca")
 def rcca_loss(logp, old_logp, advantages, wbar, mask,
-              ref_logp: Optional[jax.Array], config: LossConfig):
+              ref_logp: Optional[jax.Array], config: LossConfig,
+              entropy: Optional[jax.Array] = None):
   """GRPO with RCCA's asymmetric effective weights inside the clipped term."""
-  weights = rcca.effective_weights(
-      wbar, advantages, c=config.rcca_c,
-      positive_blamed=config.rcca_positive_blamed,
-      negative_unblamed=config.rcca_negative_unblamed)
-  return _clipped_terms(logp, old_logp, advantages, weights, mask, ref_logp, config)
+  weights = rcca.effective_weights(wbar, advantages, **_rcca_keywords(config))
+  return _clipped_terms(logp, old_logp, advantages, weights, mask, ref_logp, config,
+                        entropy)
+
+
+@register_policy_loss("grpo_neg_scaled")
+def grpo_neg_scaled_loss(logp, old_logp, advantages, wbar, mask,
+                         ref_logp: Optional[jax.Array], config: LossConfig,
+                         entropy: Optional[jax.Array] = None):
+  """`rcca`'s weights with each negative-advantage response's total spread evenly over
+  its tokens (one factor per response); the magnitude control of focus."""
+  weights = rcca.negative_scaled_weights(wbar, advantages, mask,
+                                         **_rcca_keywords(config))
+  return _clipped_terms(logp, old_logp, advantages, weights, mask, ref_logp, config,
+                        entropy)
 
 
 @register_policy_loss("weighted")
 def weighted_loss(logp, old_logp, advantages, wbar, mask,
-                  ref_logp: Optional[jax.Array], config: LossConfig):
+                  ref_logp: Optional[jax.Array], config: LossConfig,
+                  entropy: Optional[jax.Array] = None):
   """The clipped term with `wbar` itself as the token weights (a tool: e.g. the part of
   the GRPO gradient that some tokens give, with `wbar` their 0/1 indicator)."""
-  return _clipped_terms(logp, old_logp, advantages, wbar, mask, ref_logp, config)
+  return _clipped_terms(logp, old_logp, advantages, wbar, mask, ref_logp, config,
+                        entropy)
 
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -53,7 +53,7 @@ class PolicyObjective:
     loss_fn = losses.get_policy_loss(self.loss.policy_loss)
     numerator, stats = loss_fn(
         logp, batch["old_logp"], batch["advantages"], batch["wbar"],
-        batch["loss_mask"], batch.get("ref_logp"), self.loss)
+        batch["loss_mask"], batch.get("ref_logp"), self.loss, entropy=entropy)
     stats["token_sums"]["entropy"] = jnp.sum(entropy * batch["loss_mask"])
     return numerator, stats
 

@@ -6,7 +6,8 @@ evaluator's issue spans become per-token diagnostic weights
 (`credit.diagnostic_weights`). Evaluation runs in a host-side `Grader`, by default the
 `EvalPool` (spawned workers with browsers and a per-response deadline, so a hung or
 crashing app costs at most its deadline). `credit.blame` picks what is blamed
-(`credit/blame.py`: the evaluator's issues, a placebo of them, or the known sites).
+(`credit/blame.py`: the evaluator's issues, a placebo of them, the known sites, or the
+tokens that differ from a better response of the same group).
 The RCCA effective weights are computed inside the loss from `wbar` and the advantages.
 """
 
@@ -31,6 +32,7 @@ from rcca_jax.rl import grpo
 from rcca_jax.train.offsets import token_offsets
 
 PLACEBO_SALT = 0x9A1CEB0  # keeps placebo draws apart from other uses of the seed
+DEFAULT_DIRECT = blame_lib.CreditConfig.direct  # sibling-diff weight without `weights`
 
 
 @dataclasses.dataclass
@@ -121,9 +123,14 @@ def assign_weights(rollouts: Sequence[Rollout], *,
   (`credit.blame`): the evaluator's issues; "placebo": those weights laid out at
   random (seeded by the rollout's sampler seed and its row in `rollouts`); "oracle":
   the known bug sites it carries, or the evaluator's issues when it is not a
-  combination of its task's sites (`rollout.blame` says which)."""
+  combination of its task's sites; "sibling_diff": `weights["direct"]` on its tokens
+  that differ from its group's best response when its reward is below that best
+  (`sibling_diff`). `rollout.blame` says which."""
   if blame not in blame_lib.BLAME_MODES:
     raise ValueError(f"blame={blame!r}: expected one of {blame_lib.BLAME_MODES}")
+  if blame == "sibling_diff":
+    sibling_diff(rollouts, dict(weights or {}).get("direct", DEFAULT_DIRECT))
+    return
   for row, rollout in enumerate(rollouts):
     issues, rollout.blame = (rollout.record or {}).get("issues") or [], "evaluator"
     if blame == "oracle":
@@ -137,13 +144,41 @@ def assign_weights(rollouts: Sequence[Rollout], *,
     rollout.wbar = wbar
 
 
+def sample_groups(rollouts: Sequence[Rollout]) -> list[range]:
+  """The GRPO groups of prompt-major `rollouts`: maximal runs of consecutive rows whose
+  sample ids count up by one (`sample` numbers each prompt's samples 0, 1, ...)."""
+  starts = [row for row, r in enumerate(rollouts)
+            if row == 0 or r.sample_id != rollouts[row - 1].sample_id + 1]
+  return [range(a, b) for a, b in zip(starts, starts[1:] + [len(rollouts)])]
+
+
+def sibling_diff(rollouts: Sequence[Rollout], direct: float) -> None:
+  """Model-free blame (docs/method.md#9-blame-sources): in each group, a rollout
+  rewarded below the group's best gets `direct` on its tokens that differ from the
+  first best-rewarded one (`blame.sibling_diff_weights`, blame "sibling_diff"); the
+  others get weight 1 everywhere (blame "uniform")."""
+  for group in sample_groups(rollouts):
+    references = blame_lib.sibling_references([rollouts[i].reward for i in group])
+    for row, ref in zip(group, references):
+      rollout = rollouts[row]
+      if ref is None:
+        rollout.wbar, rollout.blame = np.ones(len(rollout.tokens), np.float32), "uniform"
+      else:
+        rollout.wbar = blame_lib.sibling_diff_weights(
+            rollout.tokens, rollouts[group[ref]].tokens, direct)
+        rollout.blame = "sibling_diff"
+
+
 def blame_stats(rollouts: Sequence[Rollout], blame: str) -> dict[str, float]:
   """With oracle blame, the share of rollouts that kept the evaluator's blame (not a
-  combination of their task's sites); nothing for the other modes."""
-  if blame != "oracle":
+  combination of their task's sites); with sibling-diff blame, the share diffed against
+  a better sibling; nothing for the other modes."""
+  shares = {"oracle": ("oracle_fallback_rate", lambda r: r.blame != "oracle"),
+            "sibling_diff": ("sibling_diff_rate", lambda r: r.blame == "sibling_diff")}
+  if blame not in shares:
     return {}
-  return {"oracle_fallback_rate": float(np.mean([r.blame != "oracle" for r in rollouts]))
-          if rollouts else 0.0}
+  name, counts = shares[blame]
+  return {name: float(np.mean([counts(r) for r in rollouts])) if rollouts else 0.0}
 
 
 def passed_all(record: Mapping[str, Any]) -> bool:

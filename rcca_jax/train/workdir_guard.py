@@ -35,7 +35,10 @@ IGNORED_FIELDS = (
     "eval.workers", "eval.backend", "eval.ray_address", "eval.grading_cache",
     "eval.num_reports", "eval.collapse_margin", "sft.log_every", "sft.checkpoint_every",
     "rl.checkpoint_every", "checkpoint.async_save", "checkpoint.max_to_keep",
-    "checkpoint.every_seconds", "mesh.*")
+    "checkpoint.every_seconds", "mesh.*",
+    # The ablation / sweep runners' own sections (their arm lists and settings), which
+    # the job does not read: a study that adds an arm resumes its finished SFT runs.
+    "arms.*", "ablation.*", "sweep.*", "settings.*")
 # Allowed on every resume when they grow: the run is extended.
 EXTENDABLE_FIELDS = ("sft.num_steps", "rl.num_steps")
 _ABSENT = "<absent>"
