@@ -8,15 +8,18 @@
    "comparison": {ARM: paired differences against the baseline arm},
    "timing": {ARM: mean sample / evaluate / train seconds per RL step}, ...}
 
-A POINT (one dev evaluation) has `pass_rate` and `reward_mean`, and, when the run
+A POINT (one dev evaluation) has `pass_rate` and `reward_mean` (an RL one also `step`
+and `rl_seconds`, the RL steps' wall seconds up to it), and, when the run
 logged them, `bug_prob_mean`, `pass_at_1`, `sampled_reward_mean` and `sites` (the
 evaluation's per-site records, `train.site_metrics`); older runs load without them.
 `compare(summary["arms"])` recomputes every number of the comparison from the summary
 alone. Exact metrics (docs/ablation.md#metrics): per run, the area under the curve (mean over the
 evaluations, post-SFT included) of `bug_prob_mean` (lower is better) and `pass_at_1`,
-and the steps until `bug_prob_mean` < 0.1; against the baseline, per-seed paired
-differences with a bootstrap interval and a two-sided paired sign-flip p-value; and a
-site-level test over (seed, bug site) units (see `site_test`).
+the steps until `bug_prob_mean` < 0.1, and the RL steps and seconds until it is below
+half its post-SFT value (`reaches_fraction`); against the baseline, per-seed paired
+differences with a bootstrap interval and a two-sided paired sign-flip p-value, the
+steps-saved ratios (`ratio_test`), and a site-level test over (seed, bug site) units
+(see `site_test`).
 """
 
 from __future__ import annotations
@@ -35,12 +38,20 @@ BASELINE = "grpo"
 DIAGNOSTICS = ("reward_mean", "pass_rate", "zero_advantage_groups", "abs_advantage",
                "blamed_token_share", "wbar_mean", "entropy", "clip_low", "clip_high",
                "ratio_min", "ratio_max", "logprob_gap", "kl", "bug_rate", "reference_rate",
-               "bug_direct_recall", "bug_any_recall", "response_len")
+               "bug_direct_recall", "bug_any_recall", "response_len",
+               # The token weights the loss used (grpo.policy_loss_terms) and blame rates
+               # (rollouts.blame_stats).
+               "weight_mean", "weight_sq_mean", "zero_weight_share",
+               "negative_token_share", "negative_weight_sum", "sibling_diff_rate",
+               "oracle_fallback_rate")
 TIMING = ("sample_s", "eval_s", "train_s", "step_s", "cache_hit_rate")
 # Exact and sampled metrics of an evaluation (docs/ablation.md#metrics).
 EXACT = ("bug_prob_mean", "pass_at_1", "sampled_reward_mean")
 AUC_KEYS = ("bug_prob_mean", "pass_at_1")
 BUG_PROB_THRESHOLD = 0.1
+# Steps saved: the first evaluation whose mean p_bug is below this fraction of the run's
+# post-SFT value (docs/ablation.md#metrics).
+HALF = 0.5
 EXACT_MAX = 16  # sign-flip p-values by enumeration up to this many units
 
 
@@ -87,8 +98,9 @@ def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
         continue
       rows = read_rows(arm_dir)
       rl = [r for r in rows if r.get("stage") == "rl"]
-      evals = [dict(step=int(r["step"]), **_point(
-                   r, os.path.join(arm_dir, "eval", f"rl_{int(r['step']):06d}")))
+      evals = [dict(step=int(r["step"]), rl_seconds=_rl_seconds(rl, int(r["step"])),
+                    **_point(r, os.path.join(arm_dir, "eval",
+                                             f"rl_{int(r['step']):06d}")))
                for r in rows if r.get("stage") == "eval" and r.get("after") == "rl"]
       diag = {k: float(np.mean([r[k] for r in rl if k in r]))
               for k in DIAGNOSTICS if any(k in r for r in rl)}
@@ -104,6 +116,12 @@ def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
   if out.get("setting") == "controlled":
     out["tasks"] = task_outcomes(workdir, arms, seeds)
   return out
+
+
+def _rl_seconds(rl: Sequence[Mapping[str, Any]], step: int) -> float:
+  """Wall seconds of the RL steps up to `step` (sample + evaluate + train; the dev
+  evaluations not included), from the rows' `step_s`."""
+  return float(sum(float(r.get("step_s", 0.0)) for r in rl if int(r["step"]) <= step))
 
 
 def _last_eval(run_dir: str, prefix: str) -> Optional[str]:
@@ -206,6 +224,39 @@ def steps_below(run: Mapping[str, Any], threshold: float, key: str = "bug_prob_m
     if value < threshold:
       return int(step)
   return None
+
+
+def reaches_fraction(run: Mapping[str, Any], fraction: float = HALF,
+                     key: str = "bug_prob_mean") -> Optional[tuple[int, float]]:
+  """(RL step, RL wall seconds) of the first evaluation whose `key` is below `fraction`
+  of the run's post-SFT value; None if none is within the run (or it lacks `key`, or
+  the evaluations carry no `rl_seconds`)."""
+  if not has_metric(run, key):
+    return None
+  threshold = fraction * run["post_sft"][key]
+  for point in run["evals"]:
+    if point[key] < threshold:
+      return (int(point["step"]), float(point.get("rl_seconds", float("nan"))))
+  return None
+
+
+def ratio_test(values: Mapping[int, Optional[float]], base: Mapping[int, Optional[float]]
+               ) -> dict[str, Any]:
+  """Per-seed ratios values / base over the seeds where both are known and positive,
+  their geometric mean and its 95% bootstrap interval (of the mean log ratio), and the
+  seeds left out because one side never got there."""
+  seeds = sorted(s for s in values if values[s] and base.get(s))
+  ratios = [values[s] / base[s] for s in seeds]
+  out: dict[str, Any] = {
+      "seeds": seeds, "per_seed": ratios,
+      "arm_never": sorted(s for s in values if s in base and values[s] is None),
+      "baseline_never": sorted(s for s in values if s in base and base[s] is None)}
+  if ratios:
+    logs = np.log(ratios)
+    lo, hi = bootstrap_interval(logs)
+    out.update(geomean=float(np.exp(np.mean(logs))),
+               interval=(float(np.exp(lo)), float(np.exp(hi))))
+  return out
 
 
 def has_metric(run: Mapping[str, Any], key: str) -> bool:
@@ -368,10 +419,32 @@ def _exact_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
   if any(has_metric(r, "bug_prob_mean") for r in runs):
     out["steps_to_bug_prob"] = {"threshold": BUG_PROB_THRESHOLD, "per_seed": [
         steps_below(r, BUG_PROB_THRESHOLD) for r in runs]}
+    out.update(_half_comparison(arm, runs, base))
   if arm != BASELINE and base:
     test = site_test(runs, list(base.values()))
     if test:
       out["site_test"] = test
+  return out
+
+
+def _half_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
+                     base: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+  """RL steps and wall seconds until mean p_bug is below HALF of post-SFT, per seed,
+  and (not for the baseline) their ratios to the baseline's, paired by seed."""
+  reached = {r["seed"]: reaches_fraction(r) for r in runs}
+  base_reached = {s: reaches_fraction(r) for s, r in base.items()}
+  out: dict[str, Any] = {"steps_to_half": {
+      "fraction": HALF, "seeds": [r["seed"] for r in runs],
+      "steps": [None if reached[r["seed"]] is None else reached[r["seed"]][0]
+                for r in runs],
+      "seconds": [None if reached[r["seed"]] is None else reached[r["seed"]][1]
+                  for r in runs],
+      "horizon": [r["evals"][-1]["step"] if r["evals"] else 0 for r in runs]}}
+  if arm != BASELINE and base:
+    for i, unit in enumerate(("steps", "seconds")):
+      mine = {s: None if v is None else v[i] for s, v in reached.items()}
+      theirs = {s: None if v is None else v[i] for s, v in base_reached.items()}
+      out[f"half_{unit}_ratio"] = ratio_test(mine, theirs)
   return out
 
 
@@ -412,10 +485,73 @@ def exact_markdown(comp: Mapping[str, Any]) -> list[str]:
         f"{_paired_cell(c.get('paired_auc_bug_prob_mean'))} | {steps_text} | {site_text} | "
         f"{fmt(c.get('post_sft_pass_at_1'))} | {fmt(c.get('final_pass_at_1'))} | "
         f"{fmt(c.get('auc_pass_at_1'))} | {_paired_cell(c.get('paired_auc_pass_at_1'))} |")
+  lines += half_markdown(comp)
   lines += ["", "Site-level test: units are (seed, task, bug site); difference = the unit's "
             "AUC of p_bug, arm − baseline; sign flips per unit, statistic stratified by "
             f"seed (mean of per-seed means); exact up to {EXACT_MAX} units, else Monte "
             "Carlo. Units within a seed share its runs (not independent)."]
+  return lines
+
+
+def ratio_cell(test: Optional[Mapping[str, Any]]) -> str:
+  if not test or "geomean" not in test:
+    return "–"
+  lo, hi = test["interval"]
+  never = [f"{len(test[k])} {k.replace('_', ' ')}" for k in ("arm_never", "baseline_never")
+           if test[k]]
+  n = len(test["seeds"])
+  return (f"{test['geomean']:.2f} [{lo:.2f}, {hi:.2f}] ({n} seed{'s' * (n != 1)}"
+          + "".join(f"; {part}" for part in never) + ")")
+
+
+def half_markdown(comp: Mapping[str, Any]) -> list[str]:
+  """Lines of the steps-saved table: per arm, RL steps and seconds until mean p_bug is
+  below HALF of post-SFT, and the ratios to the baseline's."""
+  arms = [(a, c) for a, c in comp.items() if "steps_to_half" in c]
+  if not arms:
+    return []
+  lines = ["", f"Steps saved: RL steps (and RL wall seconds, dev evaluations excluded) until "
+           f"the run's mean p_bug is first below {HALF} x its post-SFT value, at the "
+           "evaluated steps (never: not within the horizon); ratio to "
+           f"`{BASELINE}` paired by seed, geometric mean [95% bootstrap interval] over the "
+           "seeds where both got there:", "",
+           "| arm | steps per seed | seconds per seed | steps ratio | seconds ratio |",
+           "|---|---|---|---|---|"]
+  for arm, c in arms:
+    half = c["steps_to_half"]
+    steps = ", ".join("never" if x is None else str(x) for x in half["steps"])
+    seconds = ", ".join("never" if x is None else f"{x:.0f}" for x in half["seconds"])
+    lines.append(f"| {arm} | {steps} | {seconds} | "
+                 f"{ratio_cell(c.get('half_steps_ratio'))} | "
+                 f"{ratio_cell(c.get('half_seconds_ratio'))} |")
+  return lines
+
+
+# The RL-diagnostics tables of `markdown`: (title, row keys).
+DIAGNOSTIC_TABLES = (
+    ("RL diagnostics", ("zero_advantage_groups", "blamed_token_share", "bug_rate",
+                        "bug_direct_recall", "bug_any_recall", "entropy", "clip_low",
+                        "clip_high")),
+    ("Token weights of the loss (per response token; negative_weight_sum / "
+     "negative_token_share is the mean weight on failed responses)",
+     ("weight_mean", "weight_sq_mean", "zero_weight_share", "negative_token_share",
+      "negative_weight_sum", "sibling_diff_rate")))
+
+
+def diagnostics_markdown(arms: Mapping[str, Sequence[Mapping[str, Any]]], title: str,
+                         keys: Sequence[str]) -> list[str]:
+  """A table of `keys` averaged over steps and seeds per arm (none when no run logged
+  any of them)."""
+  if not any(k in r.get("rl", {}) for runs in arms.values() for r in runs for k in keys):
+    return []
+  lines = ["", f"{title} (mean over steps and seeds):", "",
+           "| arm | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+  for arm, runs in arms.items():
+    vals = []
+    for k in keys:
+      xs = [r["rl"][k] for r in runs if k in r.get("rl", {})]
+      vals.append(fmt(float(np.mean(xs)) if xs else None))
+    lines.append(f"| {arm} | " + " | ".join(vals) + " |")
   return lines
 
 
@@ -453,19 +589,9 @@ def markdown(summary: Mapping[str, Any]) -> str:
     for arm, t in timing.items():
       lines.append(f"| {arm} | " + " | ".join(fmt(t.get(k), 1) for k in TIMING[:-1])
                    + f" | {fmt(t.get('cache_hit_rate'), 2)} |")
-  diag_keys = ("zero_advantage_groups", "blamed_token_share", "bug_rate",
-               "bug_direct_recall", "bug_any_recall", "entropy", "clip_low", "clip_high")
   arms = summary.get("arms", {})
-  if any(r.get("rl") for runs in arms.values() for r in runs):
-    lines += ["", "RL diagnostics (mean over steps and seeds):", "",
-              "| arm | " + " | ".join(diag_keys) + " |",
-              "|---|" + "---|" * len(diag_keys)]
-    for arm, runs in arms.items():
-      vals = []
-      for k in diag_keys:
-        xs = [r["rl"][k] for r in runs if k in r.get("rl", {})]
-        vals.append(fmt(float(np.mean(xs)) if xs else None))
-      lines.append(f"| {arm} | " + " | ".join(vals) + " |")
+  for title, keys in DIAGNOSTIC_TABLES:
+    lines += diagnostics_markdown(arms, title, keys)
   for arm, runs in (summary.get("diverged") or {}).items():
     for run in runs:
       lines += ["", f"**{arm}, seed {run['seed']}: diverged** after RL step "

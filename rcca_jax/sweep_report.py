@@ -39,6 +39,49 @@ def paired_auc(summary: Mapping[str, Any], key: str = KEY) -> dict[str, dict[str
           if f"paired_auc_{key}" in c}
 
 
+def half_ratios(summary: Mapping[str, Any], unit: str = "steps"
+                ) -> dict[str, dict[str, Any]]:
+  """{arm: paired ratio to the baseline of the RL steps (or `unit="seconds"`) until mean
+  p_bug is below half its post-SFT value}, recomputed from `summary["arms"]`."""
+  comp = ablation_report.compare(summary["arms"])
+  return {arm: c[f"half_{unit}_ratio"] for arm, c in comp.items()
+          if "geomean" in c.get(f"half_{unit}_ratio", {})}
+
+
+def baseline_half_step(summary: Mapping[str, Any]) -> Optional[int]:
+  """The first evaluated RL step at which the baseline's mean p_bug over seeds is below
+  HALF of its mean post-SFT value (None: not within the runs)."""
+  band = mean_band(summary["arms"].get(ablation_report.BASELINE, []), KEY)
+  if band is None:
+    return None
+  steps, mean, _ = band
+  below = [int(s) for s, v in zip(steps[1:], mean[1:])
+           if v < ablation_report.HALF * mean[0]]
+  return below[0] if below else None
+
+
+def half_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
+  """Per setting and arm, the steps-saved ratios to the baseline (steps and seconds), and
+  where the baseline's mean curve crossed half its post-SFT p_bug."""
+  lines = ["| setting | arm | steps to half, per seed | steps ratio [95% CI] | "
+           "seconds ratio [95% CI] |", "|---|---|---|---|---|"]
+  for setting, summary in summaries.items():
+    comp = ablation_report.compare(summary["arms"])
+    for arm, c in comp.items():
+      half = c.get("steps_to_half")
+      if not half:
+        continue
+      steps = ", ".join("never" if x is None else str(x) for x in half["steps"])
+      lines.append(f"| {setting} | {arm} | {steps} | "
+                   f"{ablation_report.ratio_cell(c.get('half_steps_ratio'))} | "
+                   f"{ablation_report.ratio_cell(c.get('half_seconds_ratio'))} |")
+  crossings = ", ".join(f"{name}: {'never' if step is None else f'step {step}'}"
+                        for name, step in ((n, baseline_half_step(s))
+                                           for n, s in summaries.items()))
+  return ("\n".join(lines) + f"\n\n`{ablation_report.BASELINE}`'s mean p_bug over seeds "
+          f"first below {ablation_report.HALF} x post-SFT: {crossings}.\n")
+
+
 def markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
   """One table: per setting and arm, seeds, post-SFT and AUC of p_bug and pass@1, and
   the paired differences against the baseline with 95% intervals and sign-flip p."""
@@ -65,15 +108,18 @@ def markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
 
 def plot(summaries: Mapping[str, Mapping[str, Any]], path: str) -> None:
   """A row per setting: mean p_bug and sampled pass@1 against the RL step per arm (mean
-  and ± one standard error over seeds), and the paired Δ AUC of p_bug (arm - baseline)
-  with its 95% bootstrap interval."""
+  and ± one standard error over seeds), the paired Δ AUC of p_bug (arm - baseline)
+  with its 95% bootstrap interval, and, where some pair of runs got there, the paired
+  ratio of RL steps until mean p_bug is below half its post-SFT value."""
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
   names = list(summaries)
   arms = list(dict.fromkeys(a for s in summaries.values() for a in s["arms"]))
   colours = {a: f"C{i}" for i, a in enumerate(arms)}
-  fig, axes = plt.subplots(len(names), 3, figsize=(15, 3.6 * len(names)), squeeze=False)
+  columns = 4 if any(half_ratios(s) for s in summaries.values()) else 3
+  fig, axes = plt.subplots(len(names), columns, figsize=(5 * columns, 3.6 * len(names)),
+                           squeeze=False)
   for row, name in zip(axes, names):
     summary = summaries[name]
     for ax, (key, label) in zip(row, ((KEY, "mean p_bug (exact)"),
@@ -103,9 +149,28 @@ def plot(summaries: Mapping[str, Mapping[str, Any]], path: str) -> None:
     ax.set_xlabel(f"Δ AUC p_bug vs {ablation_report.BASELINE} (lower is better), 95% CI")
     ax.set_title(name)
     ax.grid(alpha=0.3, axis="x")
+    if columns == 4:
+      _plot_ratios(row[3], half_ratios(summary), colours, name)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
+
+
+def _plot_ratios(ax, ratios: Mapping[str, Mapping[str, Any]],
+                 colours: Mapping[str, str], name: str) -> None:
+  """Steps-to-half ratios to the baseline (geometric mean, 95% interval), log scale."""
+  for i, (arm, test) in enumerate(ratios.items()):
+    lo, hi = test["interval"]
+    ax.errorbar([test["geomean"]], [i], xerr=[[test["geomean"] - lo],
+                                              [hi - test["geomean"]]],
+                fmt="o", color=colours[arm], capsize=4)
+  ax.axvline(1.0, color="grey", lw=1)
+  ax.set_xscale("log")
+  ax.set_yticks(range(len(ratios)), [f"{a} ({len(t['seeds'])} seeds)"
+                                     for a, t in ratios.items()])
+  ax.set_xlabel(f"RL steps to half p_bug / {ablation_report.BASELINE}'s, 95% CI")
+  ax.set_title(name)
+  ax.grid(alpha=0.3, axis="x")
 
 
 def write_all(workdir: str, summaries: Mapping[str, Mapping[str, Any]]) -> None:
@@ -114,5 +179,5 @@ def write_all(workdir: str, summaries: Mapping[str, Mapping[str, Any]]) -> None:
   if not done:
     return
   with open(os.path.join(workdir, "sweep.md"), "w", encoding="utf-8") as f:
-    f.write(markdown(done))
+    f.write(markdown(done) + "\n" + half_markdown(done))
   plot(done, os.path.join(workdir, "credit_sweep.png"))

@@ -1,0 +1,91 @@
+"""Steps saved (docs/ablation.md#metrics): RL steps and seconds until mean p_bug is below
+half its post-SFT value, their paired ratios to GRPO, recomputed from summaries alone."""
+
+import math
+import os
+import tempfile
+
+import numpy as np
+from absl.testing import absltest
+
+from rcca_jax import ablation_report, sweep_report
+
+
+def run(seed: int, bug_probs, seconds_per_step: float = 10.0) -> dict:
+  """Post-SFT then evaluations every 3 RL steps with these mean p_bug."""
+  points = [{"pass_rate": 0.5, "reward_mean": 0.5, "bug_prob_mean": p, "pass_at_1": 0.3}
+            for p in bug_probs]
+  return {"seed": seed, "post_sft": points[0], "rl_steps": 3 * (len(points) - 1),
+          "rl": {}, "evals": [dict(step=3 * i, rl_seconds=3 * i * seconds_per_step, **p)
+                              for i, p in enumerate(points[1:], start=1)]}
+
+
+def summary() -> dict:
+  """GRPO halves p_bug at step 9 on seeds 0-2, never on seed 3; focus at step 3 or 6,
+  never on seed 2; focus's steps take 12 s against GRPO's 10 s."""
+  grpo = [run(0, (0.6, 0.5, 0.4, 0.29)), run(1, (0.5, 0.4, 0.3, 0.2)),
+          run(2, (0.6, 0.5, 0.45, 0.25)), run(3, (0.6, 0.5, 0.4, 0.35))]
+  focus = [run(0, (0.6, 0.25, 0.2, 0.1), 12.0), run(1, (0.5, 0.3, 0.2, 0.1), 12.0),
+           run(2, (0.6, 0.5, 0.45, 0.4), 12.0), run(3, (0.6, 0.2, 0.1, 0.1), 12.0)]
+  return {"arms": {"grpo": grpo, "rcca_focus": focus}}
+
+
+class StepsSavedTest(absltest.TestCase):
+
+  def test_first_evaluation_below_half_of_post_sft(self):
+    self.assertEqual(ablation_report.reaches_fraction(run(0, (0.6, 0.3, 0.29, 0.1))),
+                     (6, 60.0))  # 0.29 < 0.5 x 0.6; 0.3 is not
+    self.assertIsNone(ablation_report.reaches_fraction(run(0, (0.6, 0.3, 0.3))))
+    self.assertEqual(ablation_report.reaches_fraction(run(0, (0.5, 0.4)), 0.9), (3, 30.0))
+    no_metric = run(0, (0.6, 0.2))
+    del no_metric["evals"][0]["bug_prob_mean"]
+    self.assertIsNone(ablation_report.reaches_fraction(no_metric))
+
+  def test_ratio_test_pairs_seeds_both_reached(self):
+    test = ablation_report.ratio_test({0: 3.0, 1: 6.0, 2: None, 3: 3.0},
+                                      {0: 9.0, 1: 6.0, 2: 9.0, 3: None})
+    self.assertEqual(test["seeds"], [0, 1])
+    np.testing.assert_allclose(test["per_seed"], [1 / 3, 1.0])
+    np.testing.assert_allclose(test["geomean"], math.sqrt(1 / 3))
+    self.assertEqual((test["arm_never"], test["baseline_never"]), ([2], [3]))
+    lo, hi = test["interval"]
+    self.assertTrue(1 / 3 - 1e-12 <= lo <= test["geomean"] <= hi <= 1.0 + 1e-12)
+    self.assertNotIn("geomean", ablation_report.ratio_test({0: None}, {0: 3.0}))
+
+  def test_comparison_from_the_summary_alone(self):
+    comp = ablation_report.compare(summary()["arms"])
+    self.assertEqual(comp["grpo"]["steps_to_half"]["steps"], [9, 9, 9, None])
+    self.assertNotIn("half_steps_ratio", comp["grpo"])
+    focus = comp["rcca_focus"]
+    self.assertEqual(focus["steps_to_half"]["steps"], [3, 6, None, 3])
+    self.assertEqual(focus["steps_to_half"]["seconds"], [36.0, 72.0, None, 36.0])
+    steps = focus["half_steps_ratio"]
+    self.assertEqual(steps["seeds"], [0, 1])
+    np.testing.assert_allclose(steps["geomean"], math.sqrt(3 / 9 * 6 / 9))
+    self.assertEqual((steps["arm_never"], steps["baseline_never"]), ([2], [3]))
+    np.testing.assert_allclose(focus["half_seconds_ratio"]["per_seed"],
+                               [36 / 90, 72 / 90])
+    self.assertEqual(sweep_report.half_ratios(summary())["rcca_focus"], steps)
+    self.assertIn("0.47 [0.33, 0.67] (2 seeds", ablation_report.ratio_cell(steps))
+    self.assertIn("1 arm never; 1 baseline never", ablation_report.ratio_cell(steps))
+
+  def test_baseline_mean_curve_crossing(self):
+    # GRPO's mean over seeds: 0.575 post-SFT, then 0.475, 0.3875, 0.2725 (< 0.2875).
+    self.assertEqual(sweep_report.baseline_half_step(summary()), 9)
+    slow = {"arms": {"grpo": [run(0, (0.6, 0.5, 0.4))]}}
+    self.assertIsNone(sweep_report.baseline_half_step(slow))
+    self.assertIn("s1_0: step 9", sweep_report.half_markdown({"s1_0": summary()}))
+
+  def test_tables_and_figure(self):
+    text = ablation_report.markdown({"comparison": ablation_report.compare(
+        summary()["arms"]), "arms": summary()["arms"]})
+    self.assertIn("| rcca_focus | 3, 6, never, 3 | 36, 72, never, 36 | 0.47 [", text)
+    with tempfile.TemporaryDirectory() as d:
+      sweep_report.write_all(d, {"s1_0": summary()})
+      with open(os.path.join(d, "sweep.md"), encoding="utf-8") as f:
+        self.assertIn("| s1_0 | rcca_focus | 3, 6, never, 3 | 0.47 [", f.read())
+      self.assertGreater(os.path.getsize(os.path.join(d, "credit_sweep.png")), 10_000)
+
+
+if __name__ == "__main__":
+  absltest.main()
