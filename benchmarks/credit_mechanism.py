@@ -6,7 +6,7 @@
       [--save-batches=B | --batches-from=B] [--config.FIELD=VALUE ...]
 
 Batches: RL steps `first_step .. first_step + N - 1` sampled as the trainer samples
-them (`Trainer.rl_tasks`, `Trainer._sample_rl`: the same prompts and sampling seeds,
+them (`Trainer.sample_rl`: the same prompts and sampling seeds,
 from the checkpoint's PRNG key), all with the checkpoint's parameters (so step 0 is
 exactly the trainer's first batch; later steps are the trainer's prompts and seeds
 without the updates in between), graded once by the evaluator (`rollouts.evaluate`).
@@ -61,7 +61,6 @@ from rcca_jax.rl import checkpoint as checkpoint_lib
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step
-from rcca_jax.train import configs
 from rcca_jax.train import sections
 from rcca_jax.train import rollouts as rollouts_lib
 
@@ -125,19 +124,21 @@ def restore(trainer: Any, checkpoint: str) -> train_step.TrainState:
   """The RL state the trainer would train from this checkpoint (an SFT one: its
   parameters with a fresh RL optimizer)."""
   is_rl = os.path.basename(os.path.normpath(checkpoint)) == "rl"
-  stage = dataclasses.replace(trainer.rl if is_rl else trainer.sft,
+  ckpt = trainer.checkpoints
+  stage = dataclasses.replace(ckpt.rl if is_rl else ckpt.sft,
                               checkpointer=checkpoint_lib.Checkpointer(
                                   checkpoint, async_save=False))
-  state, _ = trainer._restore(stage)  # pylint: disable=protected-access
+  state, _ = ckpt.restore(stage)
   return state if is_rl else trainer.rl_state_from(state)
 
 
 def sample_batches(trainer: Any, state: Any, steps: Sequence[int]) -> list[list]:
   """The trainer's RL rollouts of `steps` under `state`, graded (evaluator blame)."""
-  tasks, out = trainer.rl_tasks(), []
+  out = []
   for step in steps:
-    rollouts = trainer._sample_rl(tasks, state, step)  # pylint: disable=protected-access
-    rollouts_lib.evaluate(trainer.pool(), rollouts, weights=trainer.credit_weights)
+    rollouts = trainer.sample_rl(state, step)
+    rollouts_lib.evaluate(trainer.programs.grader(), rollouts,
+                          weights=trainer.credit_weights)
     out.append(rollouts)
   return out
 
@@ -182,7 +183,7 @@ class Arm:
 def arm(config: Any, name: str) -> Arm:
   c = ablation.arm_config(config, 0, name)
   job = sections.job_config(c)
-  credit, loss = job.credit, configs.loss_config(job)
+  credit, loss = job.credit, sections.loss_config(job)
   if loss.kl_beta:
     raise ValueError(f"arm {name}: rl.loss.kl_beta > 0 is not measured here (no reference)")
   return Arm(name, loss, credit.weights(), credit.blame)
@@ -199,7 +200,7 @@ class Gradients:
     objective = train_step.PolicyObjective(loss, self.trainer.config.rl.group_size)
     if loss not in self._fns:
       self._fns[loss] = jax.jit(train_step.make_gradient_fn(
-          self.trainer.fmodel, objective, self.trainer.job.micro_batches,
+          self.trainer.programs.fmodel, objective, self.trainer.job.micro_batches,
           logits_chunk=self.trainer.job.logits_chunk))
     _, grads, _, _ = self._fns[loss](self.params, self.model_state,
                                      train_step.numpy_batch(batch, objective.keys))
@@ -214,7 +215,7 @@ def arm_batch(trainer: Any, rollouts: Sequence[Any], a: Arm
   r = trainer.config.rl
   return rollouts_lib.rl_batch(mine, group_size=r.group_size,
                                max_len=r.max_prompt_len + r.max_new_tokens,
-                               pad_id=trainer.pad_id,
+                               pad_id=trainer.programs.pad_id,
                                scale_by_std=a.loss.scale_advantages_by_std)
 
 
@@ -242,11 +243,11 @@ def measure(trainer: Any, state: Any, batches: Sequence[list], steps: Sequence[i
   """The report (see the module docstring) as a JSON-able dict."""
   config = trainer.config
   arms = {name: arm(config, name) for name in ("grpo", *arm_names)}
-  base = configs.optimizer_config(config.rl.optimizer, max(config.rl.num_steps, 1))
+  base = sections.optimizer_config(config.rl.optimizer, max(config.rl.num_steps, 1))
   adam = dataclasses.replace(base, name="adamw", momentum=0.0)
   sgd = dataclasses.replace(base, name="sgd", momentum=0.0, learning_rate=sgd_lr)
   grads_fn = Gradients(trainer, state.params, state.model_state)
-  logprob_fn = trainer._logprob_fn()  # pylint: disable=protected-access
+  logprob_fn = trainer.programs.logprob_fn()
   history: dict[str, list] = {name: [] for name in arms}
   report: dict[str, Any] = {"batches": [], "sgd_lr": sgd_lr,
                             "max_grad_norm": base.max_grad_norm}
@@ -311,12 +312,13 @@ def table(report: Mapping[str, Any]) -> str:
                  f"{g['grad_norm']:.4f} clip {int(g['clip_fired'])}, |adam| "
                  f"{g['adam_update_norm']:.4g}, sgd lr matching adam "
                  f"{g['sgd_lr_matching_adam']:.4g}")
-    lines.append(f"  {'arm':<16}{'grad cos':>9}{'ratio':>7}{'clip cos':>9}{'ratio':>7}"
+    width = max([16, *(len(name) + 1 for name in b["arms"])])
+    lines.append(f"  {'arm':<{width}}{'grad cos':>9}{'ratio':>7}{'clip cos':>9}{'ratio':>7}"
                  f"{'adam cos':>9}{'ratio':>7}{'sgd cos':>9}{'ratio':>7}{'clip':>5}")
     for name, a in b["arms"].items():
       cells = "".join(f"{a[w]['cos']:>9.3f}{a[w]['norm_ratio']:>7.3f}"
                       for w in ("grad", "clipped_grad", "adam_fresh", "sgd"))
-      lines.append(f"  {name:<16}{cells}{int(a['clip_fired']):>5}")
+      lines.append(f"  {name:<{width}}{cells}{int(a['clip_fired']):>5}")
     lines.append(f"  grpo split (residual {b['split_residual']:.1e}): part, |g_part|, "
                  "share of |g|, cos with g, tokens, mean 1-p")
     for name, p in b["split"].items():

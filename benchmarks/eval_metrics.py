@@ -49,16 +49,16 @@ def main() -> None:
   trainer = trainer_lib.Trainer(_config(args.config, args.workdir, args.samples),
                                 args.workdir, mode="eval")
   try:
-    stage, state = trainer._eval_state("sft")  # pylint: disable=protected-access
+    stage, state = trainer.checkpoints.state_for("sft", trainer.programs.fresh_state)
     step = int(jax.device_get(state.step))
-    tasks = trainer.dev_tasks()
+    tasks = trainer.tasks.dev()
     summary = {}
     print(f"{stage} step {step}, {len(tasks)} requests, {args.samples} samples each")
     print("run | eval s | sites_s | sampled_s | greedy pass | pass@1 | bug_prob_mean")
     for i in range(args.repeats):
       print(f"-- run {i} starts", flush=True)  # (a marker for JAX_LOG_COMPILES=1 logs)
       t0 = time.time()
-      summary = trainer._run_eval(  # pylint: disable=protected-access
+      summary = trainer.dev.run(
           state, tasks, f"metrics_cost_{i}", f"{stage} step {step}", stage, step)
       print(f"{i} | {time.time() - t0:.1f} | {summary.get('sites_s', 0.0):.1f} | "
             f"{summary.get('sampled_s', 0.0):.1f} | {summary['pass_rate']:.3f} | "

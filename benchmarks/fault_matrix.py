@@ -691,8 +691,8 @@ class Matrix:
 
 def child_grading_failed(failed: int, workdir: str) -> None:
   """Runs the job in this process with `failed` of every 8-job batch unscorable."""
+  from rcca_jax.credit.localize import POST_PROCESS  # pylint: disable=import-outside-toplevel
   from rcca_jax.evaluation import pool as pool_lib  # pylint: disable=import-outside-toplevel
-  from rcca_jax.evaluation.config import EvalConfig  # pylint: disable=import-outside-toplevel
   from rcca_jax.evaluation.grader import make_grader  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import faults  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
@@ -712,8 +712,7 @@ def child_grading_failed(failed: int, workdir: str) -> None:
     except (ValueError, SyntaxError):
       node[leaf] = value
   job = sections.job_config(config)
-  pool = make_grader(EvalConfig.from_dict(dict(job.eval.evaluator)), workers=1,
-                     post_process=trainer_lib.LOCALIZE)
+  pool = make_grader(job.eval.evaluator, workers=1, post_process=POST_PROCESS)
 
   class FailingGrader:
     """The pool; in each batch of 8 (an RL step's), the first `failed` jobs get the

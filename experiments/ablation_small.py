@@ -30,6 +30,9 @@ FAMILIES = ("dark_mode", "char_counter", "counter", "star_rating", "filter_searc
 # benchmarks/credit_mechanism.py on RL batches 0-2 of the seed-0 SFT checkpoint (step
 # 200 of 600): |first AdamW update| / |clipped GRPO gradient| = 0.099 / 0.181 / 0.083.
 SGD_LR = 0.1
+# Fields set to their section default on purpose (tests/test_experiment_configs.py):
+# tiny_natural, which this config builds on, sets them otherwise.
+DELIBERATE = ("eval.samples_per_request",)
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -37,25 +40,16 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.max_position_embeddings = 1024
   config.data.families = FAMILIES
   config.data.setting = "controlled"  # "natural": the families' own train/dev tasks
-  config.data.controlled = ml_collections.ConfigDict(dict(
-      families=FAMILIES,
-      tasks_per_family=1,
-      rates=(0.25, 0.6, 0.75, 0.9),
-      # drop_listener is left out: a deletion leaves no code to blame (in pilot A its
-      # three mutants were never hit by a direct or context span).
-      operators=("handler_op", "misspell_id", "throw"),
-      draws=20,
-      max_mutant_reward=0.9,
-      seed=0,
-      bug_sites=1,  # K_bug bug sites per request; 1 and 0 neutral: the one-mutant setting
-      neutral_sites=0,  # K_neutral reward-neutral rewrites per request (credit/neutral.py)
-      path="",  # empty: DIR/controlled_tasks.jsonl (the ablation runner shares one)
-  ))
-  # Diagnostic weights of docs/method.md#5-diagnostic-weights (credit.diagnostic_weights
-  # keywords), the blame source ("evaluator" | "placebo" | "oracle" | "sibling_diff") and
-  # the weight of the unblamed tokens of negative-advantage responses (credit/blame.py).
-  config.credit = ml_collections.ConfigDict(dict(direct=3.0, context=1.5, cap=4.0,
-                                                 blame="evaluator", negative_unblamed=1.0))
+  # drop_listener is left out: a deletion leaves no code to blame (in pilot A its three
+  # mutants were never hit by a direct or context span). `bug_sites` (K_bug) and
+  # `neutral_sites` (K_neutral, credit/neutral.py) stay 1 and 0: the one-mutant setting.
+  # The task file is DIR/controlled_tasks.jsonl (`path` empty; the runner shares one).
+  config.data.controlled.update(families=FAMILIES, path="",
+                                operators=("handler_op", "misspell_id", "throw"))
+  # `credit` keeps its defaults (credit/blame.py): the diagnostic weights of
+  # docs/method.md#5-diagnostic-weights, the blame source ("evaluator" | "placebo" |
+  # "oracle" | "sibling_diff") and the weight of the unblamed tokens of
+  # negative-advantage responses; the arms change them.
   config.sft.num_steps = 600
   config.sft.max_len = 640  # the longest example is 623 tokens
   config.sft.checkpoint_every = 200
@@ -66,16 +60,12 @@ def get_config() -> ml_collections.ConfigDict:
   config.rl.max_new_tokens = 464  # the longest target is 441
   config.rl.max_prompt_len = 192
   config.rl.checkpoint_every = 4
-  config.rl.optimizer.name = "adamw"  # "adamw" | "sgd"
-  config.rl.optimizer.momentum = 0.0  # SGD only
   config.rl.optimizer.learning_rate = 1e-4
-  config.rl.loss.scale_advantages_by_std = True
-  config.rl.loss.entropy_top_fraction = 0.0  # set by the entropy_top20 arm (0: off)
-  config.eval.after_sft = True
   config.eval.every_rl_steps = 4
   config.eval.max_new_tokens = 464
   config.eval.num_reports = 2
-  # Sampled pass@1 at every dev evaluation: samples per request at rl.temperature.
+  # Sampled pass@1 at every dev evaluation (tiny_natural turns it off): samples per
+  # request at rl.temperature.
   config.eval.samples_per_request = 8
   # Gate values and the penalty table of docs/method.md#2-gated-reward (evaluation/reward.py
   # field names).

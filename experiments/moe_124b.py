@@ -13,6 +13,13 @@ AdamW moments); about 3 minutes on 2 CPU cores.
 
 import ml_collections
 
+from rcca_jax.train import sections
+
+
+# Set to its default on purpose (tests/test_experiment_configs.py): the RL learning
+# rate of the paper-scale job, stated for its reader.
+DELIBERATE = ("rl.optimizer.learning_rate",)
+
 
 def model_config() -> ml_collections.ConfigDict:
   """Fields of rcca_jax.models.LingConfig."""
@@ -58,39 +65,29 @@ def model_config() -> ml_collections.ConfigDict:
 
 
 def get_config() -> ml_collections.ConfigDict:
-  config = ml_collections.ConfigDict()
-  config.seed = 0
+  """Every field at its default (`sections.defaults_config`) but those set here."""
+  config = sections.defaults_config()
   config.model = model_config()
   # Mesh axis sizes (rcca_jax.parallel.mesh); -1 takes the remaining devices.
   # 256 devices: fsdp=32 x expert=8 (the plan above).
   config.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=32, expert=8, tensor=1))
-  # Training settings for `python -m rcca_jax.main` (fields as in tiny_cpu.py). The
-  # paper gives no hyper-parameters; these are a starting point. Set init_from_hf to
-  # the Ling-3.0-Flash checkpoint directory (its tokenizer is used too).
-  config.init_from_hf = ""
+  # Training settings for `python -m rcca_jax.main`. The paper gives no
+  # hyper-parameters; these are a starting point. Set init_from_hf to the Ling-3.0-Flash
+  # checkpoint directory (its tokenizer is used too).
   # Every micro-batch is split over the 256-way batch axis (fsdp x expert): one row
   # per device per micro-batch. SFT: 512 rows = 2 micro-batches; RL: 64 prompts x 8
   # samples = 512 rows = 2 micro-batches.
   config.micro_batches = 2
   config.logits_chunk = 1024  # loss logits made this many positions at a time
-  config.data = ml_collections.ConfigDict(dict(
-    tokenizer="", train_tasks="data/tasks/train.jsonl", families=()))
-  config.sft = ml_collections.ConfigDict(dict(
-    num_steps=2000, batch_size=512, max_len=16384, log_every=10, checkpoint_every=200,
-    optimizer=dict(learning_rate=1e-5, warmup_steps=100, end_lr_ratio=0.1,
-                   weight_decay=0.1, max_grad_norm=1.0)))
-  config.rl = ml_collections.ConfigDict(dict(
-    num_steps=500, policy_loss="rcca", group_size=8, prompts_per_step=64,
-    temperature=1.0, max_new_tokens=16384, max_prompt_len=4096, checkpoint_every=10,
-    num_iterations=1, mini_batches=1, recompute_old_logprobs=True, reference="",
-    optimizer=dict(learning_rate=1e-6, warmup_steps=10, end_lr_ratio=1.0,
-                   weight_decay=0.0, max_grad_norm=1.0),
-    loss=dict(aggregation="seq-mean-token-mean", eps_low=0.2, eps_high=0.28,
-              kl_beta=0.0, rcca_c=1.2, rcca_positive_blamed=1.0)))
-  config.eval = ml_collections.ConfigDict(dict(
-    enabled=True, after_sft=True, every_rl_steps=25, tasks="data/tasks/dev.jsonl",
-    per_family=0, num_tasks=0, samples_per_task=1, temperature=0.0,
-    max_new_tokens=16384, workers=32, num_reports=4,
-    evaluator=dict(response_deadline=90.0)))
-  config.checkpoint = ml_collections.ConfigDict(dict(max_to_keep=3, async_save=True))
+  config.data.train_tasks = "data/tasks/train.jsonl"
+  config.sft.update(num_steps=2000, batch_size=512, max_len=16384, checkpoint_every=200)
+  config.sft.optimizer.update(learning_rate=1e-5, warmup_steps=100, weight_decay=0.1)
+  config.rl.update(num_steps=500, group_size=8, prompts_per_step=64, max_new_tokens=16384,
+                   max_prompt_len=4096, checkpoint_every=10, recompute_old_logprobs=True)
+  config.rl.optimizer.update(learning_rate=1e-6, warmup_steps=10, end_lr_ratio=1.0,
+                             weight_decay=0.0)
+  config.rl.loss.eps_high = 0.28
+  config.eval.update(every_rl_steps=25, tasks="data/tasks/dev.jsonl",
+                     max_new_tokens=16384, workers=32, num_reports=4)
+  config.checkpoint.update(max_to_keep=3, async_save=True)
   return config

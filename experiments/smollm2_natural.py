@@ -34,6 +34,11 @@ import ml_collections
 from experiments import ablation_small, tiny_cpu
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Set to their section defaults on purpose (tests/test_experiment_configs.py): tiny_cpu,
+# which this config builds on, sets the data fields otherwise, and the smoke preset
+# undoes this config's own accumulation, chunking and checkpoint interval.
+DELIBERATE = ("data.tokenizer", "data.setting", "logits_chunk", "micro_batches",
+              "rl.checkpoint_every")
 
 
 def smollm2_gguf() -> str:
@@ -57,9 +62,8 @@ def get_config(preset: str = "gpu") -> ml_collections.ConfigDict:
   config.data.setting = "natural"
   config.logits_chunk = 256  # 49k vocabulary: logits a chunk of positions at a time
   config.micro_batches = 4  # gradient accumulation: a quarter of each batch at a time
-  config.sft.update(num_steps=600, batch_size=16, max_len=768, log_every=10,
-                    checkpoint_every=100)
-  config.sft.optimizer.update(learning_rate=5e-5, warmup_steps=30, end_lr_ratio=0.1)
+  config.sft.update(num_steps=600, batch_size=16, max_len=768, checkpoint_every=100)
+  config.sft.optimizer.update(learning_rate=5e-5, warmup_steps=30)
   config.rl.update(num_steps=60, group_size=8, prompts_per_step=8, max_new_tokens=640,
                    max_prompt_len=256, checkpoint_every=5)
   config.rl.optimizer.learning_rate = 2e-6

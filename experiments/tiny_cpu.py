@@ -46,18 +46,10 @@ def get_config() -> ml_collections.ConfigDict:
   config = tiny_natural.get_config()
   config.data.families = FAMILIES
   config.data.setting = "controlled"
-  config.data.controlled = ml_collections.ConfigDict(dict(
-      families=FAMILIES,
-      tasks_per_family=1,
-      rates=(0.6,),
-      # Request i gets operator i: the ablation's bugs for these three requests.
-      operators=("handler_op", "misspell_id", "throw"),
-      draws=20,
-      max_mutant_reward=0.9,
-      seed=0,
-      path="",  # empty: DIR/controlled_tasks.jsonl
-  ))
-  config.credit = ml_collections.ConfigDict(dict(direct=3.0, context=1.5, cap=4.0))
+  # Request i gets operator i: the ablation's bugs for these three requests; the task
+  # file is DIR/controlled_tasks.jsonl (`path` empty).
+  config.data.controlled.update(families=FAMILIES, rates=(0.6,), path="",
+                                operators=("handler_op", "misspell_id", "throw"))
   config.sft.num_steps = 300
   config.sft.batch_size = 4
   config.sft.max_len = 640  # the longest target is 610 tokens
@@ -72,7 +64,6 @@ def get_config() -> ml_collections.ConfigDict:
   config.rl.optimizer.learning_rate = 2e-4
   config.eval.every_rl_steps = 4
   config.eval.max_new_tokens = 464
-  config.eval.num_reports = 3
   config.eval.evaluator.reward = ml_collections.ConfigDict(dict(
       format_fail=0.0, source_fail=0.05, runtime_fail=0.10, floor=0.2))
   config.checkpoint.max_to_keep = 1

@@ -32,6 +32,8 @@ post-SFT gate pass rate drops to 67% (counter 20%), with 240 or 480 SFT steps al
 
 import ml_collections
 
+from rcca_jax.train import sections
+
 FAMILIES = ("dark_mode", "char_counter")
 
 
@@ -66,72 +68,20 @@ def model_config() -> ml_collections.ConfigDict:
 
 
 def get_config() -> ml_collections.ConfigDict:
-  config = ml_collections.ConfigDict()
-  config.seed = 0
+  """Every field at its default (`sections.defaults_config`) but those set here."""
+  config = sections.defaults_config()
   config.model = model_config()
   config.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, expert=1, tensor=1))
-  config.micro_batches = 1
-  config.data = ml_collections.ConfigDict(dict(
-      tokenizer="data/tokenizer",
-      train_tasks="data/tasks/train.jsonl",
-      families=FAMILIES,
-  ))
-  config.sft = ml_collections.ConfigDict(dict(
-      num_steps=300,
-      batch_size=8,
-      max_len=480,  # the longest example of these families is 473 tokens
-      log_every=10,
-      checkpoint_every=50,
-      optimizer=dict(learning_rate=3e-3, warmup_steps=20, end_lr_ratio=0.05,
-                     weight_decay=0.0, max_grad_norm=1.0),
-  ))
-  config.rl = ml_collections.ConfigDict(dict(
-      num_steps=24,
-      policy_loss="rcca",  # "rcca" | "grpo"
-      group_size=4,
-      prompts_per_step=2,
-      temperature=1.0,  # the loss recomputes log-probs at temperature 1
-      max_new_tokens=352,
-      max_prompt_len=160,
-      checkpoint_every=1,
-      # Optimizer updates per rollout batch: num_iterations passes over mini_batches
-      # slices; old log-probs from the sampler unless recompute_old_logprobs.
-      num_iterations=1,
-      mini_batches=1,
-      recompute_old_logprobs=False,
-      reference="",  # KL reference (kl_beta > 0): "" = the SFT result, or a checkpoint
-      # 1: sample step n+1 (with step n's policy) while step n is graded; one step
-      # off-policy (train/overlap.py).
-      overlap_steps=0,
-      optimizer=dict(learning_rate=2e-4, warmup_steps=0, end_lr_ratio=1.0,
-                     weight_decay=0.0, max_grad_norm=1.0),
-      loss=dict(aggregation="seq-mean-token-mean", eps_low=0.2, eps_high=0.2,
-                kl_beta=0.0, rcca_c=1.2, rcca_positive_blamed=1.0),
-  ))
-  config.eval = ml_collections.ConfigDict(dict(
-      enabled=True,
-      after_sft=True,
-      every_rl_steps=8,  # and at the end of RL
-      tasks="data/tasks/dev.jsonl",
-      per_family=5,
-      num_tasks=0,
-      samples_per_task=1,
-      temperature=0.0,
-      max_new_tokens=352,
-      workers=2,
-      backend="pool",  # "pool": processes on this host; "ray": Ray actors (ray_address)
-      ray_address="",  # "": a local Ray instance; else e.g. "ray://head:10001"
-      # On-disk grading cache (evaluation/grading_cache.py): "" = off; the ablation
-      # runner sets DIR/grading_cache, shared by every seed and arm.
-      grading_cache="",
-      # Sampled pass@1: samples per request at rl.temperature (0: off).
-      samples_per_request=0,
-      num_reports=3,
-      # A dev reward or gate rate this far below the post-SFT one prints a warning.
-      collapse_margin=0.1,
-      evaluator=dict(response_deadline=30.0, load_timeout=5.0, rubric_timeout=10.0),
-  ))
-  # keep_best: DIR/checkpoints/best holds the RL state of the best dev reward.
-  config.checkpoint = ml_collections.ConfigDict(dict(max_to_keep=2, async_save=False,
-                                                     keep_best=True))
+  config.data.update(tokenizer="data/tokenizer", train_tasks="data/tasks/train.jsonl",
+                     families=FAMILIES)
+  config.sft.update(num_steps=300, batch_size=8,
+                    max_len=480)  # the longest example of these families is 473 tokens
+  config.sft.optimizer.update(learning_rate=3e-3, warmup_steps=20, end_lr_ratio=0.05,
+                              weight_decay=0.0)
+  config.rl.update(num_steps=24, group_size=4, prompts_per_step=2, max_new_tokens=352,
+                   max_prompt_len=160)
+  config.rl.optimizer.update(learning_rate=2e-4, end_lr_ratio=1.0, weight_decay=0.0)
+  config.eval.update(tasks="data/tasks/dev.jsonl", per_family=5, max_new_tokens=352,
+                     samples_per_request=0)  # sampled pass@1 off
+  config.eval.evaluator.update(response_deadline=30.0, rubric_timeout=10.0)
   return config

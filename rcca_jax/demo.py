@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
   expected = []
   if (root / "expected.jsonl").exists():
     expected = [json.loads(l) for l in (root / "expected.jsonl").read_text().splitlines() if l]
-  post = evaluate.LOCALIZE
+  post = evaluate.POST_PROCESS
   try:
     resolve_post_process(post)
   except ImportError as e:

@@ -21,14 +21,13 @@ import json
 import sys
 from typing import Iterable
 
+from rcca_jax.credit.localize import POST_PROCESS
 from rcca_jax.data import responses as responses_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import evaluator as evaluator_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation import grader as grader_lib
 from rcca_jax.evaluation.pool import Job
-
-LOCALIZE = "rcca_jax.credit.localize:localize_record"
 
 
 def make_jobs(tasks: Iterable, items: Iterable) -> list[Job | dict]:
@@ -113,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--judge-url", default=None, help="OpenAI-compatible base URL")
   parser.add_argument("--judge-model", default=None)
   parser.add_argument("--no-localize", action="store_true",
-                      help=f"skip credit localization ({LOCALIZE})")
+                      help=f"skip credit localization ({POST_PROCESS})")
   parser.add_argument("--config", default=None, help="JSON file of EvalConfig overrides")
   parser.add_argument("--progress", action="store_true", help="always show a progress bar")
   parser.add_argument("--backend", choices=grader_lib.BACKENDS, default="pool",
@@ -142,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
   try:
     summary = evaluate_files(args.tasks, args.responses, args.out, config=config,
                              workers=args.workers,
-                             post_process=None if args.no_localize else LOCALIZE,
+                             post_process=None if args.no_localize else POST_PROCESS,
                              progress=True if args.progress else None,
                              backend=args.backend, ray_address=args.ray_address,
                              cache_dir=args.cache or "")

@@ -58,15 +58,20 @@ flags.mark_flags_as_required(["config"])
 
 
 def _fake_devices(config) -> None:
-  """--mode=plan: fake CPU devices, set before JAX starts (nothing here imports it)."""
-  if "jax" in sys.modules:
-    raise RuntimeError("--mode=plan must configure JAX's devices before it is imported")
+  """--mode=plan: fake CPU devices, set before JAX starts its backends (a config file
+  may import JAX; nothing may use a device before this)."""
   devices = _PLAN_DEVICES.value or math.prod(
       int(s) for s in dict(config.mesh).values() if int(s) > 0)
   os.environ["XLA_FLAGS"] = " ".join((
       os.environ.get("XLA_FLAGS", ""), f"--xla_force_host_platform_device_count={devices}",
       "--xla_cpu_enable_concurrency_optimized_scheduler=false"))  # see train/plan.py
   os.environ["JAX_PLATFORMS"] = "cpu"
+  if "jax" in sys.modules:  # imported (by the config file), read its settings already
+    import jax  # pylint: disable=import-outside-toplevel
+    from jax._src import xla_bridge  # pylint: disable=import-outside-toplevel
+    if xla_bridge.backends_are_initialized():
+      raise RuntimeError("--mode=plan must configure JAX's devices before they start")
+    jax.config.update("jax_platforms", "cpu")
 
 
 def _run(config) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import ml_collections
 
 from rcca_jax import ablation
+from rcca_jax.overrides import parse_overrides, set_field
 
 
 def is_sweep(config: ml_collections.ConfigDict) -> bool:
@@ -40,8 +41,8 @@ def setting_config(config: ml_collections.ConfigDict, name: str
                    ) -> ml_collections.ConfigDict:
   """The ablation config of setting `name`: the sweep config with its overrides."""
   c = copy.deepcopy(config)
-  for field, value in ablation.parse_overrides(config.settings[name]):
-    ablation.set_field(c, field, value)
+  for field, value in parse_overrides(config.settings[name]):
+    set_field(c, field, value)
   return c
 
 

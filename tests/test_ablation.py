@@ -14,6 +14,7 @@ from absl.testing import parameterized
 from experiments import ablation_small
 from rcca_jax import ablation
 from rcca_jax import ablation_report
+from rcca_jax import overrides
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -44,7 +45,7 @@ class ArmConfigTest(parameterized.TestCase):
 
   def test_overrides_parse_and_apply_with_types(self):
     config = ablation_small.get_config()
-    self.assertEqual(ablation.parse_overrides("a.b=1; c = x ;"), [("a.b", "1"), ("c", "x")])
+    self.assertEqual(overrides.parse_overrides("a.b=1; c = x ;"), [("a.b", "1"), ("c", "x")])
     c = ablation.arm_config(config, 2, "rcca_no_context")
     self.assertEqual((c.seed, c.rl.policy_loss, c.credit.context, c.eval.after_sft),
                      (config.seed + 2, "rcca", 1.0, False))
@@ -65,7 +66,7 @@ class ArmConfigTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "no config field 'rl.no_such_field'"):
       ablation.arm_config(config, 0, "grpo")
     with self.assertRaisesRegex(ValueError, "not FIELD=VALUE"):
-      ablation.parse_overrides("rl.policy_loss")
+      overrides.parse_overrides("rl.policy_loss")
 
   def test_every_problem_is_reported_before_any_work(self):
     from rcca_jax.train import config_check  # pylint: disable=import-outside-toplevel
@@ -107,8 +108,10 @@ class ReportTest(absltest.TestCase):
     runs = self.summary["arms"]["rcca"]
     self.assertEqual([r["seed"] for r in runs], [0, 1])
     self.assertEqual(runs[0]["post_sft"], {"pass_rate": 0.25, "reward_mean": 0.5})
-    self.assertEqual(runs[0]["evals"], [{"step": 1, "pass_rate": 0.25, "reward_mean": 0.5},
-                                        {"step": 2, "pass_rate": 0.5, "reward_mean": 0.7}])
+    # rl_seconds: the RL steps' step_s (3.5 each) summed up to the evaluation.
+    self.assertEqual(runs[0]["evals"], [
+        {"step": 1, "rl_seconds": 3.5, "pass_rate": 0.25, "reward_mean": 0.5},
+        {"step": 2, "rl_seconds": 7.0, "pass_rate": 0.5, "reward_mean": 0.7}])
     self.assertAlmostEqual(runs[0]["rl"]["zero_advantage_groups"], 0.25)
     self.assertAlmostEqual(self.summary["timing"]["grpo"]["sample_s"], 3.0)
     self.assertAlmostEqual(self.summary["timing"]["rcca"]["step_s"], 3.5)

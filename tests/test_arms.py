@@ -8,8 +8,8 @@ from experiments import ablation_small
 from experiments import tiny_cpu
 from experiments import tiny_natural
 from rcca_jax import ablation
+from rcca_jax import overrides
 from rcca_jax.train import config_check
-from rcca_jax.train import configs
 from rcca_jax.train import sections
 
 # arm -> (policy loss, blame, negative_unblamed, optimizer, aggregation, std scaling,
@@ -45,8 +45,8 @@ class ArmsTest(parameterized.TestCase):
   def test_arm_sets_its_fields(self, name):
     c = ablation.arm_config(ablation_small.get_config(), 0, name)
     job = sections.job_config(c)
-    loss, credit = configs.loss_config(job), job.credit
-    opt = configs.optimizer_config(c.rl.optimizer, c.rl.num_steps)
+    loss, credit = sections.loss_config(job), job.credit
+    opt = sections.optimizer_config(c.rl.optimizer, c.rl.num_steps)
     self.assertEqual((loss.policy_loss, credit.blame, loss.rcca_negative_unblamed,
                       opt.name, loss.aggregation, loss.scale_advantages_by_std,
                       loss.entropy_top_fraction), ARMS[name])
@@ -56,12 +56,12 @@ class ArmsTest(parameterized.TestCase):
 
   def test_override_types(self):
     config = ml_collections.ConfigDict(dict(a=None, b=True, c=1.0))
-    ablation.set_field(config, "a", "0.5")
-    ablation.set_field(config, "b", "false")
-    ablation.set_field(config, "c", "0")
+    overrides.set_field(config, "a", "0.5")
+    overrides.set_field(config, "b", "false")
+    overrides.set_field(config, "c", "0")
     self.assertEqual((config.a, config.b, config.c), (0.5, False, 0.0))
     with self.assertRaisesRegex(ValueError, "b='maybe': expected one of"):
-      ablation.set_field(config, "b", "maybe")
+      overrides.set_field(config, "b", "maybe")
 
 
 class CreditFieldsTest(absltest.TestCase):
@@ -85,10 +85,10 @@ class CreditFieldsTest(absltest.TestCase):
   def test_negative_unblamed_reaches_the_loss_only(self):
     config = tiny_cpu.get_config()
     job = sections.job_config(config)
-    self.assertEqual(configs.loss_config(job).rcca_negative_unblamed, 1.0)
+    self.assertEqual(sections.loss_config(job).rcca_negative_unblamed, 1.0)
     config.credit = ml_collections.ConfigDict(dict(negative_unblamed=0.25))
     job = sections.job_config(config)
-    self.assertEqual(configs.loss_config(job).rcca_negative_unblamed, 0.25)
+    self.assertEqual(sections.loss_config(job).rcca_negative_unblamed, 0.25)
     self.assertEqual(job.credit.weights(),
                      {"direct": 3.0, "context": 1.5, "cap": 4.0})
 

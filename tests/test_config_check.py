@@ -13,8 +13,8 @@ from experiments import tiny_cpu
 from experiments import tiny_natural
 from rcca_jax.base import mapping
 from rcca_jax.train import config_check
+from rcca_jax.train import sections
 from rcca_jax.train import prompts
-from rcca_jax.train import configs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,7 +43,8 @@ class ConfigCheckTest(absltest.TestCase):
     config.rl.temperature = 0.7
     config.rl.loss.kl_beta = -1.0
     config.rl.max_new_tokens = 1000
-    config.sft.optimizer.warmup_steps = 10**6
+    # (A warm-up longer than total_steps is cut to it, by the constructor the job uses.)
+    config.sft.optimizer.warmup_steps = -1
     config.sft.optimizer.total_steps = 10
     config.data.train_tasks = "no/such/file.jsonl"
     found = config_check.problems(config, num_devices=4)
@@ -55,7 +56,7 @@ class ConfigCheckTest(absltest.TestCase):
                   "rl.temperature=0.7", "rl.loss.kl_beta=-1.0 must be >= 0",
                   "rl.max_prompt_len + rl.max_new_tokens = 1160 exceeds "
                   "model.max_position_embeddings=1024",
-                  "sft.optimizer: need 0 <= warmup_steps",
+                  "sft.optimizer: need 0 <= warmup_steps (-1)",
                   "data.train_tasks='no/such/file.jsonl': no such file"):
       self.assertIn(field, text)
     self.assertLen(found, 10, text)  # each problem once
@@ -144,11 +145,12 @@ class RangesAndOverridesTest(absltest.TestCase):
     self.assertEqual(config_check.problems(config, num_devices=1), [])
 
   def test_fault_budgets(self):
-    config = tiny_cpu.get_config()
-    config.rl.max_unscorable = 1.5
-    config.rl.unscorable_retries = -1
-    config.max_nonfinite_in_row = 0.5
-    config.checkpoint = {"every_seconds": -1.0}
+    # As a plain mapping: a ConfigDict already refuses 0.5 for an int field.
+    config = tiny_cpu.get_config().to_dict()
+    config["rl"]["max_unscorable"] = 1.5
+    config["rl"]["unscorable_retries"] = -1
+    config["max_nonfinite_in_row"] = 0.5
+    config["checkpoint"] = {"every_seconds": -1.0}
     problems = config_check.problems(config, num_devices=1)
     for want in ("rl.max_unscorable=1.5 must be in [0, 1]",
                  "checkpoint.every_seconds=-1.0 must be >= 0",
@@ -181,7 +183,7 @@ class RangesAndOverridesTest(absltest.TestCase):
 class PromptsTest(absltest.TestCase):
 
   def test_long_prompts_refused_or_skipped(self):
-    tokenizer = configs.load_tokenizer("data/tokenizer")
+    tokenizer = sections.load_tokenizer("data/tokenizer")
     tasks = [types.SimpleNamespace(id="short", request="A counter."),
              types.SimpleNamespace(id="long", request="Build a counter app. " * 40)]
     limit = len(prompts.chat.format_prompt(tokenizer, tasks[0].request)) + 5

@@ -400,13 +400,13 @@ class TrainerControlledModeTest(absltest.TestCase):
     workdir = self.create_tempdir().full_path
     t = trainer.Trainer(config, workdir)
     try:
-      examples = t.sft_examples()
+      examples = t.tasks.sft_examples()
       self.assertLen(examples, 3 * 4)
       mutant_ids, _ = chat.format_sft_example(t.tokenizer, built[1].request,
                                               controlled.info(built[1])["response"])
       self.assertEqual(sum(ids == mutant_ids for ids, _ in examples), 3)  # 0.75 x 4
-      self.assertEqual([x.id for x in t.rl_tasks()], [x.id for x in built])
-      self.assertEqual([x.id for x in t.dev_tasks()], [x.id for x in built])
+      self.assertEqual([x.id for x in t.tasks.rl()], [x.id for x in built])
+      self.assertEqual([x.id for x in t.tasks.dev()], [x.id for x in built])
       self.assertEqual(t.credit_weights, {"direct": 3.0, "context": 1.5, "cap": 4.0})
     finally:
       t.close()
@@ -427,12 +427,12 @@ class TrainerControlledModeTest(absltest.TestCase):
     config.data.controlled.draws = 6
     t = trainer.Trainer(config, self.create_tempdir().full_path)
     try:
-      examples = t.sft_examples()
+      examples = t.tasks.sft_examples()
       want = [chat.format_sft_example(t.tokenizer, task.request, text)
               for task, text in controlled.sft_targets(built, 6)]
       self.assertEqual(examples, want)
       self.assertLen(examples, 3 * 6)
-      self.assertEqual([x.id for x in t.rl_tasks()], [x.id for x in built])
+      self.assertEqual([x.id for x in t.tasks.rl()], [x.id for x in built])
     finally:
       t.close()
 
@@ -449,7 +449,7 @@ class ControlledWithEvaluatorTest(absltest.TestCase):
     config.data.controlled.path = path
     t = trainer.Trainer(config, self.create_tempdir().full_path)
     try:
-      t.controlled_tasks()
+      t.tasks.controlled()
     finally:
       t.close()
     with open(path, encoding="utf-8") as got, open(COMMITTED, encoding="utf-8") as want:

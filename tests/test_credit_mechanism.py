@@ -84,7 +84,7 @@ def toy_config():
 def toy_batch(trainer, seed):
   """Two prompts x 4 random responses with hand-made rewards and issues."""
   rng = np.random.default_rng(seed)
-  tasks = trainer.rl_tasks()[:2]
+  tasks = trainer.tasks.rl()[:2]
   end = chat.eos_ids(trainer.tokenizer)
   out = []
   for t, task in enumerate(tasks):
@@ -107,7 +107,7 @@ class MeasureTest(absltest.TestCase):
   def test_report_on_a_toy_batch(self):
     workdir = self.create_tempdir().full_path
     with trainer_lib.Trainer(toy_config(), workdir) as trainer:
-      state = trainer.rl_state_from(trainer._fresh_state(trainer.sft.opt_config))
+      state = trainer.rl_state_from(trainer.programs.fresh_state(trainer.checkpoints.sft.opt_config))
       batches = [toy_batch(trainer, 1), toy_batch(trainer, 2)]
       arms = ["rcca", "rcca_focus", "rcca_placebo", "flat"]
       report = cm.measure(trainer, state, batches, [0, 1], arms, 0, 0.5)

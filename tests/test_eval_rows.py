@@ -8,7 +8,7 @@ import pytest
 from absl.testing import absltest
 
 from rcca_jax.train import eval_loop
-import test_trainer_seams as seams
+from tests import trainer_fixtures
 
 
 def _rollout(task_id, category, difficulty, passed):
@@ -46,10 +46,10 @@ class BaseModelRowTest(absltest.TestCase):
   def test_eval_mode_evaluates_the_base_model_without_checkpoint(self):
     from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
     workdir = self.create_tempdir().full_path
-    config = seams._config()  # pylint: disable=protected-access
+    config = trainer_fixtures.trainer_config()
     config.eval.update(num_tasks=2, max_new_tokens=4)
     with trainer_lib.Trainer(config, workdir, mode="eval",
-                             grader=seams.FakeGrader()) as trainer:
+                             grader=trainer_fixtures.FakeGrader()) as trainer:
       with self.assertRaisesRegex(FileNotFoundError, "no checkpoint"):
         trainer.evaluate_checkpoint("data/tasks/dev.jsonl")
       summary = trainer.evaluate_checkpoint("data/tasks/dev.jsonl", checkpoint="base")

@@ -16,6 +16,7 @@ from rcca_jax.rl import grpo
 from rcca_jax.rl import optim
 from rcca_jax.rl import sft
 from rcca_jax.rl import train_step as ts
+from rcca_jax.train import checkpoints
 from rcca_jax.train import faults
 from rcca_jax.train import rollouts
 from rcca_jax.train import row_reduce
@@ -110,12 +111,12 @@ class NonFiniteTest(absltest.TestCase):
     for got, old in zip(jax.tree.leaves((after.params, after.opt_state)),
                         jax.tree.leaves((want.params, want.opt_state))):
       np.testing.assert_array_equal(np.asarray(got), np.asarray(old))
-    self.assertFalse(trainer.all_finite(after.params))
+    self.assertFalse(checkpoints.all_finite(after.params))
 
   def test_a_finite_update_is_applied(self):
     after, metrics = self.step(self._copy(self.state), self.batch)
     self.assertEqual(float(metrics["skipped_nonfinite"]), 0.0)
-    self.assertTrue(trainer.all_finite((after.params, after.opt_state)))
+    self.assertTrue(checkpoints.all_finite((after.params, after.opt_state)))
     moved = [not np.array_equal(a, b) for a, b in
              zip(jax.tree.leaves(after.params), jax.tree.leaves(self.state.params))]
     self.assertTrue(any(moved))
@@ -151,7 +152,7 @@ class TrainerFaultsTest(absltest.TestCase):
     workdir = self.create_tempdir().full_path
     with trainer.Trainer(config, workdir) as job:
       job.train()
-      self.assertEqual(job.sft.checkpointer.all_steps(), [2, 3])  # max_to_keep 2
+      self.assertEqual(job.checkpoints.sft.checkpointer.all_steps(), [2, 3])  # max_to_keep 2
 
   def test_a_broken_dev_task_file_fails_before_sft(self):
     bad = self.create_tempfile("dev.jsonl", content="{not json\n").full_path
@@ -161,7 +162,7 @@ class TrainerFaultsTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, f"{bad}:1"):
       trainer.Trainer(config, workdir).train()
     self.assertFalse([r for r in trainer.run_log.read_rows(workdir) if r["stage"] == "sft"])
-    self.assertIsNone(trainer.Trainer(config, workdir).sft.checkpointer.latest_step())
+    self.assertIsNone(trainer.Trainer(config, workdir).checkpoints.sft.checkpointer.latest_step())
 
 
 class PreemptionWatchTest(absltest.TestCase):

@@ -11,6 +11,7 @@ from absl.testing import absltest
 import pytest
 
 from experiments import tiny_cpu
+from rcca_jax.credit.localize import POST_PROCESS
 from rcca_jax.data import responses as responses_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluate import evaluate_files, make_jobs
@@ -21,7 +22,6 @@ from rcca_jax.evaluation.grader import make_grader
 from rcca_jax.train import config_check
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "data" / "examples"
-LOCALIZE = "rcca_jax.credit.localize:localize_record"
 DIE_ONCE = "test_grading_cache:die_once"
 TASK = tasks_lib.parse_task({
     "id": "p", "request": "a heading",
@@ -63,24 +63,24 @@ def _stored(directory: str) -> list[str]:
 class KeyTest(absltest.TestCase):
 
   def test_key_changes_with_each_part(self):
-    config, version = EvalConfig(), cache_lib.code_version(LOCALIZE)
-    base = cache_lib.job_key(TASK, _app("Hi"), config, LOCALIZE, version)
-    self.assertEqual(base, cache_lib.job_key(TASK, _app("Hi"), EvalConfig(), LOCALIZE,
-                                             cache_lib.code_version(LOCALIZE)))
+    config, version = EvalConfig(), cache_lib.code_version(POST_PROCESS)
+    base = cache_lib.job_key(TASK, _app("Hi"), config, POST_PROCESS, version)
+    self.assertEqual(base, cache_lib.job_key(TASK, _app("Hi"), EvalConfig(), POST_PROCESS,
+                                             cache_lib.code_version(POST_PROCESS)))
     other_task = dataclasses.replace(TASK, request="a big heading")
     variants = [
-        cache_lib.job_key(TASK, _app("Hi!"), config, LOCALIZE, version),
-        cache_lib.job_key(other_task, _app("Hi"), config, LOCALIZE, version),
-        cache_lib.job_key(TASK, _app("Hi"), EvalConfig(load_timeout=6.0), LOCALIZE, version),
-        cache_lib.job_key(TASK, _app("Hi"), EvalConfig(reward={"floor": 0.3}), LOCALIZE,
+        cache_lib.job_key(TASK, _app("Hi!"), config, POST_PROCESS, version),
+        cache_lib.job_key(other_task, _app("Hi"), config, POST_PROCESS, version),
+        cache_lib.job_key(TASK, _app("Hi"), EvalConfig(load_timeout=6.0), POST_PROCESS, version),
+        cache_lib.job_key(TASK, _app("Hi"), EvalConfig(reward={"floor": 0.3}), POST_PROCESS,
                           version),
         cache_lib.job_key(TASK, _app("Hi"), config, None, version),
-        cache_lib.job_key(TASK, _app("Hi"), config, LOCALIZE, "another version"),
+        cache_lib.job_key(TASK, _app("Hi"), config, POST_PROCESS, "another version"),
     ]
     self.assertLen(set(variants + [base]), len(variants) + 1)
 
   def test_the_version_covers_the_grading_code(self):
-    names = {str(p.relative_to(cache_lib._PACKAGE)) for p in cache_lib.grading_files(LOCALIZE)}
+    names = {str(p.relative_to(cache_lib._PACKAGE)) for p in cache_lib.grading_files(POST_PROCESS)}
     for name in ("evaluation/evaluator.py", "evaluation/page_session.py",
                  "evaluation/grading_cache.py", "credit/localize.py", "credit/context.py",
                  "credit/targets.py", "base/dsl.py", "base/rubric_dsl.lark"):
@@ -88,7 +88,7 @@ class KeyTest(absltest.TestCase):
     self.assertNotIn("credit/localize.py",
                      {str(p.relative_to(cache_lib._PACKAGE))
                       for p in cache_lib.grading_files(None)})
-    self.assertNotEqual(cache_lib.code_version(LOCALIZE), cache_lib.code_version(None))
+    self.assertNotEqual(cache_lib.code_version(POST_PROCESS), cache_lib.code_version(None))
 
   def test_what_is_never_stored(self):
     ok = {"reward": 1.0, "issues": [], "rubrics": [{"id": "r1", "passed": True}]}
@@ -200,12 +200,12 @@ def _check_equal_to_fresh(test, indices):
   a worker."""
   jobs = _example_jobs(indices)
   config = EvalConfig()
-  with make_grader(config, workers=2, post_process=LOCALIZE) as pool:
+  with make_grader(config, workers=2, post_process=POST_PROCESS) as pool:
     fresh = list(pool.run(jobs, progress=False))
   unique = {(j.task.id, j.response): cache_lib.is_hang(r) for j, r in zip(jobs, fresh)}
   hangs = sum(unique.values())
   directory = test.create_tempdir().full_path
-  with make_grader(config, workers=2, post_process=LOCALIZE, cache_dir=directory) as cold:
+  with make_grader(config, workers=2, post_process=POST_PROCESS, cache_dir=directory) as cold:
     first = list(cold.run(jobs, progress=False))
     test.assertIn("timeouts", cold.stats)
     copies = sum(unique[(j.task.id, j.response)] for j in jobs)  # each hang copy graded
@@ -213,7 +213,7 @@ def _check_equal_to_fresh(test, indices):
     test.assertEqual(cold.stats["cache_hits"], len(jobs) - cold.stats["cache_misses"])
     test.assertLen(_stored(directory), cold.stats["cache_stored"])
   relabeled = [dataclasses.replace(j, sample_id=100 + i) for i, j in enumerate(jobs)]
-  warm = make_grader(config, workers=2, post_process=LOCALIZE, cache_dir=directory)
+  warm = make_grader(config, workers=2, post_process=POST_PROCESS, cache_dir=directory)
   second = list(warm.run(relabeled, progress=False))
   if not hangs:
     test.assertEqual(warm.grader._workers, [])  # nothing was graded
@@ -253,7 +253,7 @@ class CacheInTheBrowserTest(absltest.TestCase):
     for name in ("first", "second"):
       out = os.path.join(directory, f"{name}.jsonl")
       summary = evaluate_files(str(EXAMPLES / "tasks.jsonl"), path.full_path, out,
-                               config=EvalConfig(), post_process=LOCALIZE,
+                               config=EvalConfig(), post_process=POST_PROCESS,
                                cache_dir=os.path.join(directory, "cache"))
       self.assertEqual(summary.count, 2)
       with open(out, encoding="utf-8") as f:

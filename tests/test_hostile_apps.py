@@ -15,6 +15,7 @@ import pytest
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.evaluator import Evaluator
+from tests.app_fixtures import app
 
 CONFIG = EvalConfig(load_timeout=2.0, step_timeout=1.0, rubric_timeout=5.0)
 # Per-app bound: load deadline + one step deadline per rubric + a crash retry + slack.
@@ -32,10 +33,6 @@ TASK = tasks_lib.parse_task({
 GOOD = ('<button id="b">go</button><p id="out"></p><script>'
         'document.getElementById("b").onclick = () => { '
         'document.getElementById("out").textContent = "hi"; };</script>')
-
-
-def _app(body: str) -> str:
-  return f"```html\n<!DOCTYPE html><html><body>{body}</body></html>\n```"
 
 
 class _Counter(http.server.BaseHTTPRequestHandler):
@@ -91,11 +88,11 @@ class HostileAppTest(parameterized.TestCase):
 
   def _evaluate(self, body: str):
     start = time.monotonic()
-    record = self.ev.evaluate(TASK, _app(body), 0).to_json()
+    record = self.ev.evaluate(TASK, app(body), 0).to_json()
     elapsed = time.monotonic() - start
     self.assertLess(elapsed, BOUND_S)
     # The run goes on: the same evaluator still grades a good app correctly afterwards.
-    after = self.ev.evaluate(TASK, _app(GOOD), 1).to_json()
+    after = self.ev.evaluate(TASK, app(GOOD), 1).to_json()
     self.assertEqual(after["reward"], 1.0, after)
     return record
 
@@ -176,7 +173,7 @@ class HostileAppTest(parameterized.TestCase):
     self.assertIn("TypeError", issue["message"])
     stack = issue["evidence"]["stack"]
     self.assertIsNotNone(stack[0]["offset"])
-    response = _app("<button id=b>x</button><script>\nnull.boom();\n</script>")
+    response = app("<button id=b>x</button><script>\nnull.boom();\n</script>")
     s, e = issue["direct"][0]
     self.assertEqual(response[s:e], "null.boom();")
 
@@ -193,8 +190,8 @@ class HostileAppTest(parameterized.TestCase):
               'document.getElementById("b").onclick = () => { document.getElementById("out")'
               '.textContent = localStorage.getItem("k") || sessionStorage.getItem("k") || "hi"; };'
               '</script>')
-    self.ev.evaluate(TASK, _app(writer), 0)
-    record = self.ev.evaluate(TASK, _app(reader), 0).to_json()
+    self.ev.evaluate(TASK, app(writer), 0)
+    record = self.ev.evaluate(TASK, app(reader), 0).to_json()
     self.assertEqual(record["reward"], 1.0)
 
 
@@ -222,7 +219,7 @@ class HostileRunThroughCliTest(absltest.TestCase):
       tasks_path = os.path.join(tmp, "tasks.jsonl")
       with open(tasks_path, "w") as f:
         f.write(json.dumps(TASK.to_json()) + "\n")
-      lines = [json.dumps({"task_id": "hostile", "sample_id": i, "response": _app(b)})
+      lines = [json.dumps({"task_id": "hostile", "sample_id": i, "response": app(b)})
                for i, b in enumerate(bodies)]
       lines.insert(3, "{not json")
       lines.insert(5, json.dumps({"task_id": "nope", "sample_id": 0, "response": "x"}))

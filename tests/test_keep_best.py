@@ -18,7 +18,7 @@ def _config(keep_best=True):
 
 
 def _fresh(trainer):
-  return trainer._fresh_state(trainer.rl.opt_config)  # pylint: disable=protected-access
+  return trainer.programs.fresh_state(trainer.checkpoints.rl.opt_config)
 
 
 def _state(fresh, shift: float, step: int):
@@ -37,41 +37,41 @@ class KeepBestTest(absltest.TestCase):
     workdir = self.create_tempdir().full_path
     with trainer_lib.Trainer(_config(), workdir, mode="train") as trainer:
       fresh = _fresh(trainer)
-      self.assertTrue(trainer.keep_if_best(_state(fresh, 0.0, 0), 0.3, 0))
+      self.assertTrue(trainer.dev.keep_if_best(_state(fresh, 0.0, 0), 0.3, 0))
       best = _state(fresh, 1.0, 4)
-      self.assertTrue(trainer.keep_if_best(best, 0.6, 4))
-      self.assertFalse(trainer.keep_if_best(_state(fresh, 2.0, 8), 0.5, 8))
-      self.assertFalse(trainer.keep_if_best(_state(fresh, 3.0, 12), 0.6, 12))  # a tie
-      self.assertFalse(trainer.keep_if_best(_state(fresh, 4.0, 16), None, 16))
+      self.assertTrue(trainer.dev.keep_if_best(best, 0.6, 4))
+      self.assertFalse(trainer.dev.keep_if_best(_state(fresh, 2.0, 8), 0.5, 8))
+      self.assertFalse(trainer.dev.keep_if_best(_state(fresh, 3.0, 12), 0.6, 12))  # a tie
+      self.assertFalse(trainer.dev.keep_if_best(_state(fresh, 4.0, 16), None, 16))
     with trainer_lib.Trainer(_config(), workdir, mode="eval") as trainer:  # reopened
-      self.assertEqual(trainer.best.data_position(),
+      self.assertEqual(trainer.checkpoints.best.data_position(),
                        {"prompt_batches": 4, "rl_step": 4, "dev_reward": 0.6})
-      name, state = trainer._eval_state("best")  # pylint: disable=protected-access
+      name, state = trainer.checkpoints.state_for("best", trainer.programs.fresh_state)
       self.assertEqual(name, "best")
       self.assertEqual(int(state.step), 4)
       np.testing.assert_allclose(_first_leaf(state), _first_leaf(best))
       # A resumed run that redoes RL step 4 replaces the best saved from it.
-      self.assertTrue(trainer.keep_if_best(_state(fresh, 5.0, 4), 0.2, 4))
-      self.assertEqual(trainer.best.data_position()["dev_reward"], 0.2)
+      self.assertTrue(trainer.dev.keep_if_best(_state(fresh, 5.0, 4), 0.2, 4))
+      self.assertEqual(trainer.checkpoints.best.data_position()["dev_reward"], 0.2)
 
   def test_without_keep_best_there_is_no_best(self):
     workdir = self.create_tempdir().full_path
     with trainer_lib.Trainer(_config(keep_best=False), workdir, mode="train") as trainer:
-      self.assertFalse(trainer.keep_if_best(_state(_fresh(trainer), 0.0, 0), 0.3, 0))
+      self.assertFalse(trainer.dev.keep_if_best(_state(_fresh(trainer), 0.0, 0), 0.3, 0))
       with self.assertRaisesRegex(FileNotFoundError, "no best checkpoint"):
-        trainer._eval_state("best")  # pylint: disable=protected-access
+        trainer.checkpoints.state_for("best", trainer.programs.fresh_state)
 
   def test_collapse_warning_fires_on_a_drop_not_on_a_rise(self):
     workdir = self.create_tempdir().full_path
     with trainer_lib.Trainer(_config(), workdir, mode="train") as trainer:
-      self.assertIsNone(trainer.warn_on_collapse({"reward_mean": 0.0}, "x"))  # no post-SFT
+      self.assertIsNone(trainer.dev.warn_on_collapse({"reward_mean": 0.0}, "x"))  # no post-SFT
       trainer.metrics.write("eval", 300, {"after": "sft", "reward_mean": 0.5,
                                           "gate_runtime": 0.9, "pass_rate": 0.0})
-      line = trainer.warn_on_collapse({"reward_mean": 0.3, "gate_runtime": 0.9,
+      line = trainer.dev.warn_on_collapse({"reward_mean": 0.3, "gate_runtime": 0.9,
                                        "pass_rate": 0.0}, "after RL step 8")
       self.assertIn("reward_mean 0.500 -> 0.300", line)
       self.assertNotIn("gate_runtime", line)
-      self.assertIsNone(trainer.warn_on_collapse(
+      self.assertIsNone(trainer.dev.warn_on_collapse(
           {"reward_mean": 0.8, "gate_runtime": 1.0, "pass_rate": 0.5}, "after RL step 16"))
 
 

@@ -18,7 +18,7 @@ from transformers import AutoModelForCausalLM
 
 from hf_tiny import LLAMA3_ROPE, hf_logits, load_family, make_hf_llama, random_ids
 from rcca_jax.models import LlamaConfig, LlamaForCausalLM, from_hf
-from rcca_jax.models import hf_checkpoint
+from rcca_jax.models import llama_checkpoint, safetensors_io
 from rcca_jax.rl.functional import FunctionalModel
 from rcca_jax.sampling import generate
 
@@ -185,11 +185,11 @@ class CheckpointTest(parameterized.TestCase):
     hf = make_hf_llama(model_type, seed=7, **overrides)
     model = load_family(hf)
     path = self.create_tempdir().full_path
-    model.to_hf(path, max_shard_bytes=shard_bytes)
+    llama_checkpoint.write(model, path, max_shard_bytes=shard_bytes)
     self.assertEqual(os.path.exists(os.path.join(path, "model.safetensors.index.json")),
                      bool(shard_bytes))
     if shard_bytes:
-      self.assertGreater(len(hf_checkpoint.safetensors_files(path)), 1)
+      self.assertGreater(len(safetensors_io.safetensors_files(path)), 1)
     reloaded = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     self.assertEqual(type(reloaded).__name__, type(hf).__name__)
     ids = random_ids(8, 2, 10, hf.config.vocab_size)
@@ -213,12 +213,12 @@ class CheckpointTest(parameterized.TestCase):
     hf = make_hf_llama("qwen2", seed=9)
     path = self.create_tempdir().full_path
     hf.save_pretrained(path)
-    tensors = hf_checkpoint.read_file_tensors(os.path.join(path, "model.safetensors"))
+    tensors = safetensors_io.read_file_tensors(os.path.join(path, "model.safetensors"))
     del tensors["model.layers.1.self_attn.k_proj.bias"]
     tensors["model.layers.0.self_attn.mystery.weight"] = np.zeros((2,), np.float32)
     tensors["model.norm.weight"] = np.zeros((3,), np.float32)
     os.remove(os.path.join(path, "model.safetensors"))
-    hf_checkpoint.save_tensors(tensors, path)
+    safetensors_io.save_tensors(tensors, path)
     with self.assertRaisesRegex(ValueError, r"(?s)unknown tensors \(1\).*mystery"
                                 r".*missing tensors \(1\).*layers\.1\.self_attn\.k_proj\.bias"
                                 r".*norm\.weight: checkpoint shape \(3,\)"):

@@ -17,28 +17,13 @@ from rcca_jax.data.selection import select_tasks
 from rcca_jax.models import LlamaForCausalLM
 from rcca_jax.train import config_check
 from rcca_jax.train import trainer as trainer_lib
+from tests.trainer_fixtures import FakeGrader
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
           "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class FakeGrader:
-  """Reward 0.5 for even jobs, 0.1 for odd ones; no browser."""
-
-  def __init__(self):
-    self.stats = {"timeouts": 0}
-
-  def run(self, jobs, progress=None):
-    del progress
-    for i, _ in enumerate(jobs):
-      reward = 0.5 if i % 2 == 0 else 0.1
-      yield {"reward": reward, "rubric_score": reward, "issues": [], "rubrics": [],
-             "gates": {"format": True, "source": True, "runtime": True}}
-
-  def close(self):
-    pass
+REWARDS = (0.5, 0.1)  # of even and odd jobs
 
 
 def make_checkpoint(path: str) -> None:
@@ -65,6 +50,7 @@ def config_for(path: str):
   config = tiny_cpu.get_config()
   config.init_from_hf = path
   config.data.tokenizer = ""
+  config.data.setting = "natural"  # tiny_cpu's is controlled
   config.data.families = ("dark_mode",)
   config.sft.update(num_steps=1, batch_size=2, max_len=512, log_every=1)
   config.rl.update(num_steps=1, group_size=2, prompts_per_step=1, max_new_tokens=8,
@@ -85,18 +71,18 @@ class LlamaInitTest(absltest.TestCase):
 
   def test_trainer_builds_the_checkpoints_model_and_chat_format(self):
     workdir = self.create_tempdir().full_path
-    trainer = trainer_lib.Trainer(config_for(self.path), workdir, grader=FakeGrader())
+    trainer = trainer_lib.Trainer(config_for(self.path), workdir, grader=FakeGrader(REWARDS))
     try:
-      self.assertIsInstance(trainer.fmodel.merge(trainer.fmodel.params,
-                                                 trainer.fmodel.model_state),
+      self.assertIsInstance(trainer.programs.fmodel.merge(trainer.programs.fmodel.params,
+                                                 trainer.programs.fmodel.model_state),
                             LlamaForCausalLM)
-      self.assertEqual(trainer.model_cfg.model_type, "qwen2")
-      self.assertTrue(trainer.model_cfg.tie_word_embeddings)
+      self.assertEqual(trainer.programs.model_cfg.model_type, "qwen2")
+      self.assertTrue(trainer.programs.model_cfg.tie_word_embeddings)
       end = trainer.tokenizer.convert_tokens_to_ids("<|im_end|>")
       self.assertEqual(chat.eos_ids(trainer.tokenizer)[0], end)
       ids = chat.format_prompt(trainer.tokenizer, "Make a page.")
       self.assertTrue(trainer.tokenizer.decode(ids).endswith("<|im_start|>assistant\n"))
-      self.assertEqual(trainer.fmodel.model_state, {})
+      self.assertEqual(trainer.programs.fmodel.model_state, {})
     finally:
       trainer.close()
 
@@ -111,8 +97,8 @@ class LlamaInitTest(absltest.TestCase):
   def test_sft_rl_with_reference_and_base_eval(self):
     workdir = self.create_tempdir().full_path
     config = config_for(self.path)
-    with trainer_lib.Trainer(config, workdir, grader=FakeGrader()) as trainer:
-      before = jax.tree.leaves(trainer.fmodel.params)
+    with trainer_lib.Trainer(config, workdir, grader=FakeGrader(REWARDS)) as trainer:
+      before = jax.tree.leaves(trainer.programs.fmodel.params)
       trainer.train()
       rows = trainer.metrics.rows()
       sft = [r for r in rows if r["stage"] == "sft"]
@@ -121,11 +107,11 @@ class LlamaInitTest(absltest.TestCase):
       self.assertTrue(np.isfinite(sft[0]["loss"]) and sft[0]["loss"] > 0)
       self.assertTrue(np.isfinite(rl[0]["kl"]))
       self.assertGreater(rl[0]["kl"], 0.0)  # SFT moved the policy off the checkpoint
-      state, _ = trainer._restore(trainer.rl)
+      state, _ = trainer.checkpoints.restore(trainer.checkpoints.rl)
       moved = [float(np.abs(np.asarray(a) - np.asarray(b)).max())
                for a, b in zip(before, jax.tree.leaves(state.params))]
       self.assertGreater(max(moved), 0.0)
-    with trainer_lib.Trainer(config, workdir, mode="eval", grader=FakeGrader()) as trainer:
+    with trainer_lib.Trainer(config, workdir, mode="eval", grader=FakeGrader(REWARDS)) as trainer:
       summary = trainer.evaluate_checkpoint(checkpoint="base", out_name="base")
     self.assertEqual(summary["samples"], 1)
     self.assertAlmostEqual(summary["reward_mean"], 0.5)

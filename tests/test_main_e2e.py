@@ -26,9 +26,9 @@ from rcca_jax.data import batching
 from rcca_jax.data import chat
 from rcca_jax.data import selection
 from rcca_jax.data.tasks import family_of
-from rcca_jax.train import configs
 from rcca_jax.train import rollouts
 from rcca_jax.train import run_log
+from rcca_jax.train import sections
 from rcca_jax.train import site_metrics
 from rcca_jax.train import trainer
 from tests import controlled_fixtures
@@ -82,7 +82,7 @@ class TrainerPartsTest(parameterized.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.tok = configs.load_tokenizer("data/tokenizer")
+    cls.tok = sections.load_tokenizer("data/tokenizer")
 
   def test_offsets_cover_the_decoded_text(self):
     text = chat.format_response("<p id=\"x\">héllo &amp; 😀</p>")
@@ -170,7 +170,7 @@ class TrainerInProcessTest(absltest.TestCase):
     job = trainer.Trainer(
         controlled_fixtures.controlled_config(os.path.join(root, "tasks.jsonl")), workdir)
     job.train()
-    self.assertEqual(job._logprob_fn()._cache_size(), 1)  # pylint: disable=protected-access
+    self.assertEqual(job.programs.logprob_fn()._cache_size(), 1)  # pylint: disable=protected-access
     rows = _rows(workdir)
     self.assertEqual([(r["stage"], r["step"], r.get("after")) for r in rows],
                      [("sft", 1, None), ("eval", 1, "sft"), ("rl", 1, None),

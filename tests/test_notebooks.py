@@ -50,6 +50,20 @@ class NotebookFormatTest(parameterized.TestCase):
       ast.parse(cell.source)
       self.assertEqual(cell.get("outputs"), [], "commit notebooks without outputs")
 
+  @parameterized.parameters(*NAMES)
+  def test_setup_cell_names_what_to_do_without_a_checkout(self, name):
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    setup = next(c.source for c in nb.cells if c.cell_type == "code")
+    self.assertNotIn("github.com", setup)  # no made-up repository URL
+    cwd = os.getcwd()
+    os.chdir(self.create_tempdir().full_path)  # no checkout above it
+    try:
+      with mock.patch.dict(os.environ, {"RCCA_JAX_REPO": ""}):
+        with self.assertRaisesRegex(RuntimeError, "set RCCA_JAX_REPO to the git URL"):
+          exec(compile(setup, "setup-cell", "exec"), {})  # pylint: disable=exec-used
+    finally:
+      os.chdir(cwd)
+
 
 class WalkthroughTest(absltest.TestCase):
 
@@ -80,19 +94,6 @@ class AblationNotebookTest(absltest.TestCase):
     self.assertIn("| s1_0 | rcca | 5 | 0.600 | 0.433 | +0.000 [", text)
     self.assertTrue(any("image/png" in o.get("data", {})
                         for cell in nb.cells for o in cell.get("outputs", [])))
-
-  def test_setup_cell_names_what_to_do_without_a_checkout(self):
-    nb = nbformat.read(NOTEBOOKS / "small_model_ablation.ipynb", as_version=4)
-    setup = next(c.source for c in nb.cells if c.cell_type == "code")
-    self.assertNotIn("github.com", setup)  # no made-up repository URL
-    cwd = os.getcwd()
-    os.chdir(self.create_tempdir().full_path)  # no checkout above it
-    try:
-      with mock.patch.dict(os.environ, {"RCCA_JAX_REPO": ""}):
-        with self.assertRaisesRegex(RuntimeError, "set RCCA_JAX_REPO to the git URL"):
-          exec(compile(setup, "setup-cell", "exec"), {})  # pylint: disable=exec-used
-    finally:
-      os.chdir(cwd)
 
   @pytest.mark.slow
   def test_smoke_preset_runs_one_setting(self):

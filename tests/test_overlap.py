@@ -9,7 +9,7 @@ from absl.testing import absltest
 
 from rcca_jax.train import overlap
 from rcca_jax.train import trainer as trainer_lib
-from test_trainer_seams import FakeGrader, _config
+from tests.trainer_fixtures import FakeGrader, trainer_config
 
 
 class _Fakes:
@@ -34,12 +34,18 @@ def _source(fakes, overlap_steps, ahead_dir, num_steps=3):
                                num_steps=num_steps, ahead_dir=ahead_dir)
 
 
+def _get(source, state, step):
+  """A trainer's RL step's use of the source: sample, then grade."""
+  rollouts = source.sample(state, step)
+  return rollouts, source.grade(rollouts, state, step)
+
+
 class RolloutSourceTest(absltest.TestCase):
 
   def test_no_overlap_samples_each_step_with_its_own_policy(self):
     fakes = _Fakes()
     source = _source(fakes, 0, self.create_tempdir().full_path)
-    got = [source.get(f"policy{n}", n)[0] for n in range(3)]
+    got = [_get(source, f"policy{n}", n)[0] for n in range(3)]
     self.assertEqual(got, [["policy0:0"], ["policy1:1"], ["policy2:2"]])
     self.assertEqual(fakes.graded, got)
     self.assertEqual(set(fakes.grade_threads), {threading.current_thread().name})
@@ -49,7 +55,7 @@ class RolloutSourceTest(absltest.TestCase):
     source = _source(fakes, 1, self.create_tempdir().full_path)
     got, times = [], []
     for n in range(3):
-      rollouts, t = source.get(f"policy{n}", n)
+      rollouts, t = _get(source, f"policy{n}", n)
       got.append(rollouts)
       times.append(t)
     # Step 0 samples itself; step n+1 is sampled by policy n, one step off-policy.
@@ -63,11 +69,11 @@ class RolloutSourceTest(absltest.TestCase):
     ahead = self.create_tempdir().full_path
     first = _Fakes()
     source = _source(first, 1, ahead)
-    source.get("policy0", 0)
+    _get(source, "policy0", 0)
     source.save(1)  # the checkpoint of 1 step done
     resumed = _Fakes()
     again = _source(resumed, 1, ahead)
-    rollouts, _ = again.get("restored1", 1)
+    rollouts, _ = _get(again, "restored1", 1)
     self.assertEqual(rollouts, ["policy0:1"])  # as the uninterrupted run: not resampled
     self.assertEqual(resumed.sampled, [("restored1", 2)])
     again.save(2)
@@ -82,7 +88,7 @@ class RolloutSourceTest(absltest.TestCase):
     source = overlap.RolloutSource(fakes.sample, fail, overlap_steps=1, num_steps=2,
                                    ahead_dir=self.create_tempdir().full_path)
     with self.assertRaisesRegex(RuntimeError, "grader down"):
-      source.get("policy0", 0)
+      _get(source, "policy0", 0)
 
 
 class _FailingGrader(FakeGrader):
@@ -104,7 +110,7 @@ class OverlapTrainerTest(absltest.TestCase):
   trains step 3 on the rollouts the uninterrupted run used (same loss)."""
 
   def _config(self):
-    config = _config()
+    config = trainer_config()
     config.rl.update(num_steps=3, overlap_steps=1, num_iterations=1, mini_batches=1,
                      recompute_old_logprobs=False)
     config.rl.loss.kl_beta = 0.0

@@ -7,20 +7,10 @@ import time
 from absl.testing import absltest
 import pytest
 
-from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import pool as pool_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.record import UNSCORABLE
-
-TASK = tasks_lib.parse_task({
-    "id": "p", "request": "a heading",
-    "rubrics": [{"id": "r1", "kind": "initial", "level": "core", "text": "shows Hi",
-                 "check": 'expect text "h1" == "Hi"'}]})
-
-
-def _app(text: str, script: str = "") -> str:
-  return f"```html\n<!DOCTYPE html><html><body><h1>{text}</h1><script>{script}</script></body></html>\n```"
-
+from tests.app_fixtures import HEADING_TASK, heading_app
 
 def mark_record(record: dict, response: str) -> dict:
   """Post-process used by the tests (imported by name inside the workers)."""
@@ -79,7 +69,8 @@ class ResolvePostProcessTest(absltest.TestCase):
 class PoolTest(absltest.TestCase):
 
   def test_order_post_process_passthrough_and_recycling(self):
-    jobs = [pool_lib.Job(TASK, _app("Hi" if i % 2 == 0 else "Bye"), i) for i in range(6)]
+    jobs = [pool_lib.Job(HEADING_TASK, heading_app("Hi" if i % 2 == 0 else "Bye"), i)
+            for i in range(6)]
     jobs.insert(2, {"task_id": "x", "sample_id": 9, "reward": 0.0, "error": "bad line"})
     with pool_lib.EvalPool(EvalConfig(recycle_worker_after=2), workers=2,
                            post_process="test_pool:mark_record") as pool:
@@ -99,9 +90,9 @@ class PoolTest(absltest.TestCase):
 
   def test_overrun_is_killed_replaced_and_recorded(self):
     config = EvalConfig(load_timeout=30.0, step_timeout=30.0, response_deadline=3.0)
-    jobs = [pool_lib.Job(TASK, _app("Hi"), 0),
-            pool_lib.Job(TASK, _app("Hi", "while (true) {}"), 1),
-            pool_lib.Job(TASK, _app("Hi"), 2)]
+    jobs = [pool_lib.Job(HEADING_TASK, heading_app("Hi"), 0),
+            pool_lib.Job(HEADING_TASK, heading_app("Hi", "while (true) {}"), 1),
+            pool_lib.Job(HEADING_TASK, heading_app("Hi"), 2)]
     with pool_lib.EvalPool(config, workers=1) as pool:
       start = time.monotonic()
       records = list(pool.run(jobs))

@@ -15,7 +15,7 @@ from rcca_jax.evaluation import browser
 from rcca_jax.evaluation import cdp
 from rcca_jax.evaluation import pool as pool_lib
 from rcca_jax.evaluation.config import EvalConfig
-from test_pool import TASK, _app
+from tests.app_fixtures import HEADING_TASK, heading_app
 
 _PATH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "fault_matrix.py"
 _SPEC = importlib.util.spec_from_file_location("fault_matrix", _PATH)
@@ -83,7 +83,7 @@ class InfrastructureRetryTest(absltest.TestCase):
     self.addCleanup(os.environ.pop, "DIE_ONCE_MARKER")
     with pool_lib.EvalPool(EvalConfig(), workers=1,
                            post_process="test_grading_cache:die_once") as pool:
-      records = list(pool.run([pool_lib.Job(TASK, _app("Hi"), i) for i in range(2)]))
+      records = list(pool.run([pool_lib.Job(HEADING_TASK, heading_app("Hi"), i) for i in range(2)]))
       stats = dict(pool.stats)
       tmp = pool.tmp_dir
     self.assertTrue(os.path.exists(marker))  # a worker really exited mid-job
@@ -101,7 +101,7 @@ class BrowserEnvironmentTest(absltest.TestCase):
     os.environ["RCCA_JUDGE_API_KEY"] = "sk-secret-in-env"
     pool = pool_lib.EvalPool(EvalConfig(), workers=1)
     try:
-      records = list(pool.run([pool_lib.Job(TASK, _app("Hi"), 0)]))
+      records = list(pool.run([pool_lib.Job(HEADING_TASK, heading_app("Hi"), 0)]))
       browsers = [pid for pid in _leftovers(pool.tmp_dir)
                   if b"--user-data-dir" in open(f"/proc/{pid}/cmdline", "rb").read()]
       environs = [open(f"/proc/{pid}/environ", "rb").read() for pid in browsers]

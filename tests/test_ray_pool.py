@@ -19,6 +19,7 @@ from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.record import UNSCORABLE
 from rcca_jax.evaluation.pool import EvalPool, Job
 from rcca_jax.evaluation.ray_pool import RayPool
+from tests.app_fixtures import app
 import test_hostile_apps as hostile
 
 ray = pytest.importorskip("ray")
@@ -134,7 +135,7 @@ class RayPoolTest(absltest.TestCase):
           'window.open("http://example.com");</script>',
           "<button id=b>x</button><script>null.boom();</script>",
       ]
-      jobs = [Job(hostile.TASK, hostile._app(b), i)  # pylint: disable=protected-access
+      jobs = [Job(hostile.TASK, app(b), i)
               for i, b in enumerate(bodies)]
       with RayPool(CONFIG, workers=2) as pool:
         records = list(pool.run(jobs))

@@ -14,8 +14,8 @@ from rcca_jax.data import chat
 from rcca_jax.data import sentencepiece_tokenizer as spt
 from rcca_jax.data import train_tokenizer
 from rcca_jax.data.selection import select_tasks
-from rcca_jax.train import configs
 from rcca_jax.train import offsets as offsets_lib
+from rcca_jax.train import sections
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "data", "tasks", "train.jsonl")
@@ -86,7 +86,7 @@ class SentencePieceTest(absltest.TestCase):
                                  "--vocab-size", "1000"])
     self.assertEqual(rc, 0)
     self.assertTrue(os.path.isfile(os.path.join(out, spt.MODEL_FILE)))
-    tok = configs.load_tokenizer(out)
+    tok = sections.load_tokenizer(out)
     self.assertIsInstance(tok, spt.SentencePieceTokenizer)
     self.assertEqual((tok.eos_token, tok.pad_token), ("<|end|>", "<|pad|>"))
     self.assertLen(tok, 1000)
@@ -112,12 +112,12 @@ class SentencePieceCorpusTest(absltest.TestCase):
   def test_every_train_reference_offsets_exact_and_tiny_config_trains(self):
     from experiments import tiny_cpu  # pylint: disable=import-outside-toplevel
     from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
-    from test_llama_training import FakeGrader  # pylint: disable=import-outside-toplevel
+    from tests.trainer_fixtures import FakeGrader  # pylint: disable=import-outside-toplevel
     path = self.create_tempdir().full_path + "/sp"
     with contextlib.redirect_stdout(io.StringIO()):
       self.assertEqual(train_tokenizer.main(["--kind", "sentencepiece", "--out", path,
                                              "--inputs", TRAIN]), 0)
-    tok = configs.load_tokenizer(path)
+    tok = sections.load_tokenizer(path)
     references = select_tasks(TRAIN, need_reference=True)
     for task in references:
       enc = tok(task.reference, return_offsets_mapping=True)
@@ -128,11 +128,12 @@ class SentencePieceCorpusTest(absltest.TestCase):
     config = tiny_cpu.get_config()
     config.data.tokenizer = path
     config.sft.update(num_steps=3, batch_size=2, log_every=1)
+    # (The controlled requests' prompts are up to 194 tokens with this tokenizer.)
     config.rl.update(num_steps=2, group_size=2, prompts_per_step=1, max_new_tokens=16,
-                     max_prompt_len=192)
+                     max_prompt_len=256)
     config.eval.enabled = False
     workdir = self.create_tempdir().full_path
-    with trainer_lib.Trainer(config, workdir, grader=FakeGrader()) as trainer:
+    with trainer_lib.Trainer(config, workdir, grader=FakeGrader((0.5, 0.1))) as trainer:
       self.assertIsInstance(trainer.tokenizer, spt.SentencePieceTokenizer)
       trainer.train()
       rows = trainer.metrics.rows()

@@ -18,7 +18,7 @@ from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import train_step
 from rcca_jax.train import eval_loop
 from rcca_jax.train import site_metrics
-from rcca_jax.train.configs import load_tokenizer
+from rcca_jax.train.sections import load_tokenizer
 from tests.controlled_fixtures import counter_task
 from tests import rl_fixtures
 

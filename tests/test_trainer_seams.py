@@ -7,41 +7,10 @@ from unittest import mock
 import pytest
 from absl.testing import absltest
 
-from experiments import tiny_natural
 from rcca_jax.evaluation.grader import Grader
+from rcca_jax.train import programs as programs_lib
 from rcca_jax.train import trainer as trainer_lib
-
-
-class FakeGrader:
-  """Rewards 0.2, 0.9, None (all rubrics ungraded), 0.5, ... in job order."""
-
-  def __init__(self):
-    self.stats = {"timeouts": 0}
-    self.calls = 0
-    self.closed = 0
-
-  def run(self, jobs, progress=None):
-    del progress
-    self.calls += 1
-    for i, _ in enumerate(jobs):
-      reward = (0.2, 0.9, None, 0.5)[i % 4]
-      yield {"reward": reward, "rubric_score": reward, "issues": [], "rubrics": [],
-             "gates": {"format": True, "source": True, "runtime": True}}
-
-  def close(self):
-    self.closed += 1
-
-
-def _config():
-  config = tiny_natural.get_config()
-  config.model.update(hidden_size=32, intermediate_size=64)
-  config.data.families = ("dark_mode",)
-  config.sft.update(num_steps=1, batch_size=2, log_every=1)
-  config.rl.update(num_steps=2, group_size=2, prompts_per_step=2, max_new_tokens=8,
-                   num_iterations=2, mini_batches=2, recompute_old_logprobs=True)
-  config.rl.loss.kl_beta = 0.05
-  config.eval.enabled = False
-  return config
+from tests.trainer_fixtures import FakeGrader, trainer_config
 
 
 @pytest.mark.slow
@@ -51,9 +20,9 @@ class TrainerSeamsTest(absltest.TestCase):
     grader = FakeGrader()
     self.assertIsInstance(grader, Grader)
     workdir = self.create_tempdir().full_path
-    with mock.patch.object(trainer_lib, "JaxSampler",
-                           wraps=trainer_lib.JaxSampler) as built:
-      with trainer_lib.Trainer(_config(), workdir, grader=grader) as trainer:
+    with mock.patch.object(programs_lib, "JaxSampler",
+                           wraps=programs_lib.JaxSampler) as built:
+      with trainer_lib.Trainer(trainer_config(), workdir, grader=grader) as trainer:
         trainer.train()
         rows = trainer.metrics.rows()
         trainer.train()  # finished: reopens, restores, does nothing, closes again
@@ -74,13 +43,13 @@ class TrainerSeamsTest(absltest.TestCase):
 
     # Resume with one more RL step: checkpoints count updates (4 per RL step), rows
     # and the data position count RL steps.
-    config = _config()
+    config = trainer_config()
     config.rl.num_steps = 3
     with trainer_lib.Trainer(config, workdir, grader=FakeGrader()) as trainer:
-      self.assertEqual(trainer.rl.checkpointer.latest_step(), 8)
+      self.assertEqual(trainer.checkpoints.rl.checkpointer.latest_step(), 8)
       trainer.train()
       trainer.open()  # train() closed it; reopened, it reads the new checkpoint
-      self.assertEqual(trainer.rl.checkpointer.latest_step(), 12)
+      self.assertEqual(trainer.checkpoints.rl.checkpointer.latest_step(), 12)
       rl = [r for r in trainer.metrics.rows() if r["stage"] == "rl"]
     self.assertEqual([r["step"] for r in rl], [1, 2, 3])
     self.assertEqual(rl[:2], [r for r in rows if r["stage"] == "rl"])

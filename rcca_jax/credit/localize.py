@@ -36,6 +36,9 @@ from rcca_jax.credit.rules.view import AppView, is_span
 
 QUOTE_THRESHOLD = 0.8
 _MIN_QUOTE = 8
+# The graders' post-process (`evaluation.pool.resolve_post_process`): `localize_record`,
+# named so that spawned workers import it themselves and the grading cache hashes it.
+POST_PROCESS = f"{__name__}:localize_record"
 
 
 def localize_record(record: dict[str, Any], response: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ docs/contracts.md#1-task-file). `--kind bpe` (default) writes a
 loads, with character offsets;
 `--kind sentencepiece` a SentencePiece `tokenizer.model` (lossless: identity
 normalisation, byte fallback) with the same special tokens, which
-`train.configs.load_tokenizer` loads (`--config.data.tokenizer=DIR`).
+`train.sections.load_tokenizer` loads (`--config.data.tokenizer=DIR`).
 """
 
 from __future__ import annotations

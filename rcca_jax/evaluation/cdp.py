@@ -33,6 +33,12 @@ class Disconnected(RuntimeError):
   """The browser, or the target a session belongs to, went away."""
 
 
+def ignore_result(future: asyncio.Future) -> None:
+  """For commands nobody awaits: retrieves the outcome so a failure is not reported."""
+  if not future.cancelled():
+    future.exception()
+
+
 class Session:
   """One CDP session (the browser's when `session_id` is None)."""
 

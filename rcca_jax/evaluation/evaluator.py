@@ -17,6 +17,7 @@ import os
 import time
 from typing import Any, Awaitable, Callable, Sequence
 
+from rcca_jax.base.schema import GATES
 from rcca_jax.evaluation import extract as extract_lib
 from rcca_jax.evaluation import reward as reward_lib
 from rcca_jax.evaluation import rubric_runner
@@ -98,6 +99,15 @@ def build_record(task, sample_id: int, gates: Sequence[bool], rubrics: list[Rubr
                     no_reward, unscorable)
 
 
+def _gate_failed_record(task, sample_id: int, gates: Sequence[bool], html_span,
+                        issues: list[Issue], config: EvalConfig, *,
+                        timing: dict[str, float] | None = None) -> EvalRecord:
+  """The record of a response whose last gate in `gates` failed: no rubric ran."""
+  failed = GATES[len(gates) - 1]
+  return build_record(task, sample_id, gates, _not_run(task, f"{failed} gate failed"),
+                      html_span, issues, config, timing=timing)
+
+
 def static_record(task, response: str, sample_id: int,
                   runtime_failure: str = "not run in a browser",
                   config: EvalConfig | None = None) -> EvalRecord:
@@ -106,12 +116,9 @@ def static_record(task, response: str, sample_id: int,
   st = static_stages(response)
   span = st.extraction.html_span if st.extraction else None
   if not st.passed:
-    failed = "format" if st.gates == [False] else "source"
-    return build_record(task, sample_id, st.gates, _not_run(task, f"{failed} gate failed"),
-                        span, st.issues, config)
+    return _gate_failed_record(task, sample_id, st.gates, span, st.issues, config)
   issue = Issue("runtime", runtime_failure, evidence={"hang": runtime_failure})
-  return build_record(task, sample_id, [True, True, False],
-                      _not_run(task, "runtime gate failed"), span, [issue], config)
+  return _gate_failed_record(task, sample_id, [True, True, False], span, [issue], config)
 
 
 def error_record(task_id: str, sample_id: int | None, error: str) -> EvalRecord:
@@ -249,9 +256,8 @@ class Evaluator:
     timing = {"static": time.monotonic() - start}
     span = st.extraction.html_span if st.extraction else None
     if not st.passed:
-      failed = "format" if st.gates == [False] else "source"
-      return build_record(task, sample_id, st.gates, _not_run(task, f"{failed} gate failed"),
-                          span, st.issues, self.config, timing=timing)
+      return _gate_failed_record(task, sample_id, st.gates, span, st.issues, self.config,
+                                 timing=timing)
     session = await self._ensure_session()
     crash = None
     for _ in range(2):  # a crash or browser death is retried once on a fresh context

@@ -4,9 +4,10 @@ A `PageSession` owns a Chromium (driven over its DevTools pipe, `cdp.py`), a bro
 context and one reused page whose DevTools (CDP) session exists before the page runs
 anything. Each `load()` serves the app from a new fake origin
 (`http://app-<n>.rcca.invalid/`) through the `Fetch` domain, so storage never leaks
-between loads, and fails every other request. Every browser call goes through `call()`,
-which puts a deadline on it; when the deadline passes the running script is terminated
-over the CDP session, and if the page stays unresponsive the context is rebuilt.
+between loads, and fails every other request (`containment.py`). Every browser call
+goes through `call()`, which puts a deadline on it; when the deadline passes the running
+script is terminated over the CDP session, and if the page stays unresponsive the
+context is rebuilt.
 
 The page is set up as Playwright sets up a page of a new context (the same launch
 switches, viewport, focus emulation, fonts and media features; `tests/test_browser_session`
@@ -23,15 +24,14 @@ one frame and a timer turn have passed.
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
 import json
-import re
 import time
 from typing import Any, Awaitable, Callable
 
 from rcca_jax.evaluation import browser as browser_lib
 from rcca_jax.evaluation import cdp as cdp_lib
+from rcca_jax.evaluation import containment
 from rcca_jax.evaluation import hang_locator
 from rcca_jax.evaluation import input_events
 from rcca_jax.evaluation.config import EvalConfig
@@ -39,13 +39,9 @@ from rcca_jax.evaluation.config import EvalConfig
 APP_HOST_SUFFIX = ".rcca.invalid"
 _CLOSE_TIMEOUT = 3.0
 _LAUNCH_TIMEOUT = 30.0
-_POPUP_GRACE = 0.5   # s a popup may take to commit its first document before it is closed
 _PROBE_TIMEOUT = 1.0
-_MAX_LOG = 50  # per kind and load, so a flood of console calls cannot grow memory
 _WORLD_NAME = "rcca"
 _SETTLED_BINDING = "__rccaSettled"
-_AUTO_ATTACH = {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True}
-_FETCH_ALL = {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}
 # What Playwright sets on every new page (its defaults for a context without options).
 _FONT_FAMILIES = {"standard": "Times New Roman", "fixed": "Monospace", "serif": "Times New Roman",
                   "sansSerif": "Arial", "cursive": "Comic Sans MS", "fantasy": "Impact"}
@@ -53,8 +49,6 @@ _MEDIA_FEATURES = [{"name": "prefers-color-scheme", "value": "light"},
                    {"name": "prefers-reduced-motion", "value": "no-preference"},
                    {"name": "forced-colors", "value": "none"},
                    {"name": "prefers-contrast", "value": "no-preference"}]
-_FAVICON = re.compile(r"/favicon\.ico(#.*)?$")
-_WEBSOCKET_FAILED = re.compile(r"WebSocket connection to '([^']*)' failed")
 
 # Chromium keeps only the last --disable-features switch, so ours repeats the features
 # Playwright turns off (chromiumSwitches.ts of the pinned version; a test checks them).
@@ -172,8 +166,7 @@ class PageSession:
     self.keyboard: input_events.Keyboard | None = None
     self.hangs: hang_locator.HangLocator | None = None
     self.log = PageLog()
-    self._html = ""
-    self._app_url = ""
+    self._containment = containment.Containment(self)
     self._frame_id: str | None = None
     self._world: int | None = None
     self._loaded: asyncio.Future | None = None
@@ -201,7 +194,7 @@ class PageSession:
     self._conn.browser.on("Target.attachedToTarget", self._on_attached_to_browser)
     self._conn.browser.on("Target.detachedFromTarget", self._on_detached_from_browser)
     # Every new page (ours and popups) is attached and held before it runs anything.
-    await self._conn.browser.send("Target.setAutoAttach", _AUTO_ATTACH)
+    await self._conn.browser.send("Target.setAutoAttach", containment.AUTO_ATTACH)
     await self._new_context()
 
   async def close(self) -> None:
@@ -251,13 +244,13 @@ class PageSession:
         ("Runtime.consoleAPICalled", self._on_console),
         ("Runtime.executionContextCreated", self._on_context_created),
         ("Runtime.bindingCalled", self._on_binding_called),
-        ("Log.entryAdded", self._on_log_entry),
-        ("Page.javascriptDialogOpening", lambda e: self._on_dialog(session, e)),
+        ("Log.entryAdded", self._containment.on_log_entry),
+        ("Page.javascriptDialogOpening", lambda e: self._containment.on_dialog(session, e)),
         ("Page.frameNavigated", self._on_frame_navigated),
         ("Page.loadEventFired", self._on_load_event),
         ("Inspector.targetCrashed", lambda _: self._on_crash(session)),
-        ("Target.attachedToTarget", self._on_attached_to_page),
-        ("Fetch.requestPaused", lambda e: self._on_request(session, e))):
+        ("Target.attachedToTarget", self._containment.on_attached_to_page),
+        ("Fetch.requestPaused", lambda e: self._containment.on_request(session, e))):
       session.on(event, handler)
     self.hangs = hang_locator.make(self.config.hang_locator, session)
     source = _ON_NEW_DOCUMENT_JS % (_SETTLE_JS, json.dumps(self.config.settle_ms),
@@ -266,8 +259,8 @@ class PageSession:
     # Sent together (Chromium handles them in order); new-document scripts need Page on.
     results = await asyncio.gather(
         session.send("Page.enable"), session.send("Runtime.enable"),
-        session.send("Log.enable"), session.send("Fetch.enable", _FETCH_ALL),
-        session.send("Target.setAutoAttach", _AUTO_ATTACH),
+        session.send("Log.enable"), session.send("Fetch.enable", containment.FETCH_ALL),
+        session.send("Target.setAutoAttach", containment.AUTO_ATTACH),
         session.send("Emulation.setFocusEmulationEnabled", {"enabled": True}),
         session.send("Emulation.setDeviceMetricsOverride", {
             "mobile": False, "width": width, "height": height, "screenWidth": width,
@@ -308,60 +301,21 @@ class PageSession:
   def _on_attached_to_browser(self, event: dict) -> None:
     info, session = event["targetInfo"], self._conn.session(event["sessionId"])
     if info["type"] != "page":
-      session.send("Runtime.runIfWaitingForDebugger").add_done_callback(_ignore_result)
+      session.send("Runtime.runIfWaitingForDebugger").add_done_callback(cdp_lib.ignore_result)
     elif (self._page_attached is not None and not self._page_attached.done()
           and info.get("browserContextId") == self._context_id):
       self._page_attached.set_result(session)   # ours: nothing else runs while we wait
     else:
-      self._popup_opened(session, info)
-
-  def _popup_opened(self, session: cdp_lib.Session, info: dict) -> None:
-    """A popup may share the app's renderer, which it holds while it waits, so it is
-    released, with its requests failed like the app's, and closed as soon as it asks
-    for its first document (logged by that URL) or after `_POPUP_GRACE` s."""
-    log, closed = self.log, False
-
-    conn = self._conn
-
-    def close(url: str) -> None:
-      nonlocal closed
-      if not closed and not conn.closed:
-        closed = True
-        self._append(log.popups, url)
-        conn.browser.send("Target.closeTarget", {"targetId": info["targetId"]}
-                                ).add_done_callback(_ignore_result)
-
-    session.on("Page.frameRequestedNavigation", lambda e: close(e.get("url", "")))
-    self._release_contained(session, ("Page.enable", None))
-    asyncio.get_running_loop().call_later(
-        _POPUP_GRACE, lambda: close(info.get("url") or "about:blank"))
+      self._containment.popup_opened(session, info)
 
   def _on_detached_from_browser(self, event: dict) -> None:
     if self.cdp is not None and event.get("sessionId") == self.cdp.session_id:
       self._on_dead("_crashed", PageCrashed("the tab was closed"))
 
-  def _on_attached_to_page(self, event: dict) -> None:
-    # An out-of-process frame or a worker of the app: its requests are failed too.
-    child = self._conn.session(event["sessionId"])
-    child.on("Target.attachedToTarget", self._on_attached_to_page)
-    self._release_contained(child, ("Target.setAutoAttach", _AUTO_ATTACH))
-
-  def _release_contained(self, session: cdp_lib.Session, *setup: tuple[str, Any]) -> None:
-    """Fails the requests of a held target as the app's are failed, sends `setup`
-    (method, params) and lets it run; nobody waits for the answers."""
-    session.on("Fetch.requestPaused", lambda e: self._on_request(session, e))
-    for method, params in (("Fetch.enable", _FETCH_ALL), *setup,
-                           ("Runtime.runIfWaitingForDebugger", None)):
-      session.send(method, params).add_done_callback(_ignore_result)
-
   # -- event handlers ----------------------------------------------------------------
-  def _append(self, items: list, item: Any) -> None:
-    if len(items) < _MAX_LOG:
-      items.append(item)
-
   def _on_exception(self, event: dict) -> None:
     details = event.get("exceptionDetails", {})
-    self._append(self.log.exceptions, PageException(
+    containment.append(self.log.exceptions, PageException(
         _exception_message(details), _frames(details.get("stackTrace")), time.monotonic()))
 
   def _on_console(self, event: dict) -> None:
@@ -370,16 +324,8 @@ class PageSession:
     parts = []
     for arg in event.get("args", []):
       parts.append(str(arg.get("value", arg.get("description", arg.get("type", "")))))
-    self._append(self.log.console_errors,
-                 ConsoleError(" ".join(parts)[:500], _frames(event.get("stackTrace"))))
-
-  def _on_log_entry(self, event: dict) -> None:
-    # WebSockets never reach the Fetch domain; the dead proxy fails them, and Chromium
-    # reports each failed connection here.
-    entry = event.get("entry", {})
-    match = _WEBSOCKET_FAILED.match(entry.get("text", ""))
-    if entry.get("source") == "network" and match:
-      self._append(self.log.blocked, {"url": match.group(1)[:300], "type": "websocket"})
+    containment.append(self.log.console_errors,
+                       ConsoleError(" ".join(parts)[:500], _frames(event.get("stackTrace"))))
 
   def _on_crash(self, session: cdp_lib.Session) -> None:
     self._on_dead("_crashed", PageCrashed("the tab crashed"))
@@ -406,61 +352,23 @@ class PageSession:
         and self._settled is not None and not self._settled.done()):
       self._settled.set_result(None)
 
-  def _on_dialog(self, session: cdp_lib.Session, event: dict) -> None:
-    # A `beforeunload` prompt comes from our own next load leaving the page; it is not
-    # something the app showed its user, and `self.log` already belongs to the next load.
-    kind = event.get("type", "")
-    if kind != "beforeunload":
-      self._append(self.log.dialogs, {"type": kind, "message": event.get("message", "")[:300]})
-    answer: dict[str, Any] = {"accept": True}
-    if kind == "prompt":
-      answer["promptText"] = self.config.prompt_answer
-    elif kind == "confirm" and not self.config.accept_confirm:
-      answer["accept"] = False
-    session.send("Page.handleJavaScriptDialog", answer).add_done_callback(_ignore_result)
-
   def _on_frame_navigated(self, event: dict) -> None:
-    # Requests to other URLs are failed (and logged) in _on_request; what still commits
+    # Requests to other URLs are failed (and logged) by containment; what still commits
     # here is a document that needs no request (about:blank, an error page).
     frame = event.get("frame", {})
-    if frame.get("id") != self._frame_id or not self._app_url:
+    app_url = self._containment.app_url
+    if frame.get("id") != self._frame_id or not app_url:
       return
     url = frame.get("url", "") + frame.get("urlFragment", "")
-    if url == self._app_url:
+    if url == app_url:
       self._committed = True
-    elif not url.startswith(self._app_url):
-      self._append(self.log.navigations, url)
+    elif not url.startswith(app_url):
+      containment.append(self.log.navigations, url)
 
   def _on_load_event(self, event: dict) -> None:
     del event
     if self._committed and self._loaded is not None and not self._loaded.done():
       self._loaded.set_result(None)
-
-  def _on_request(self, session: cdp_lib.Session, event: dict) -> None:
-    url, kind = event["request"]["url"], event.get("resourceType", "Other")
-    navigation = kind == "Document"
-    main = navigation and event.get("frameId") == self._frame_id and session is self.cdp
-    if main and url == self._app_url:
-      body = self._html.encode()
-      answer = session.send("Fetch.fulfillRequest", {
-          "requestId": event["requestId"], "responseCode": 200, "responsePhrase": "OK",
-          "responseHeaders": [{"name": "content-type", "value": "text/html; charset=utf-8"},
-                              {"name": "content-length", "value": str(len(body))}],
-          "body": base64.b64encode(body).decode()})
-    else:
-      # The browser's own requests are not the app's: its favicon fetch, and DevTools
-      # fetching the document again for its text (the CSS domain; no Referer).
-      own = _FAVICON.search(url) or (kind == "Other" and url == self._app_url
-                                     and "Referer" not in event["request"].get("headers", {}))
-      if main:
-        self._append(self.log.navigations, url)
-      elif not own:
-        self._append(self.log.blocked, {"url": url[:300], "type": kind.lower()})
-      # Aborted leaves the current document in place (no error page).
-      answer = session.send("Fetch.failRequest", {
-          "requestId": event["requestId"],
-          "errorReason": "Aborted" if navigation or own else "BlockedByClient"})
-    answer.add_done_callback(_ignore_result)
 
   # -- calls with deadlines ----------------------------------------------------------
   @property
@@ -471,6 +379,11 @@ class PageSession:
   def context_id(self) -> str | None:
     """The current browser context (a new one after each `reset`)."""
     return self._context_id
+
+  @property
+  def connection(self) -> cdp_lib.Connection | None:
+    """The CDP connection to the browser (None while there is no browser)."""
+    return self._conn
 
   @property
   def frame_id(self) -> str | None:
@@ -517,7 +430,7 @@ class PageSession:
       pass
     self._raise_if_dead()
     await self.reset()
-    self._app_url = ""  # the page that hung is gone
+    self._containment.app_url = ""  # the page that hung is gone
 
   async def replay_hang(self, replay: Callable[[], Awaitable[Any]]
                         ) -> tuple[list[dict[str, Any]], str]:
@@ -598,9 +511,9 @@ class PageSession:
     if self.cdp is None or self._gone:
       await self.reset()
     self._loads += 1
-    self._html = html
-    self._app_url = f"http://app-{self._loads}{APP_HOST_SUFFIX}/"
-    self.log = PageLog(url=self._app_url)
+    app_url = f"http://app-{self._loads}{APP_HOST_SUFFIX}/"
+    self._containment.html, self._containment.app_url = html, app_url
+    self.log = PageLog(url=app_url)
     self._world = None
     self._committed = False
     loop = asyncio.get_running_loop()
@@ -608,7 +521,7 @@ class PageSession:
     start = time.monotonic()
     await self.hangs.on_load()
     try:
-      await self.call(self._navigate(self._app_url), "page load", self.config.load_timeout)
+      await self.call(self._navigate(app_url), "page load", self.config.load_timeout)
       # Events arrive in order: the app's exceptions up to here are logged before this.
       await self.call(self._settled, "settle")
     except CallTimeout as e:
@@ -618,12 +531,7 @@ class PageSession:
     finally:
       for waiter in (self._loaded, self._settled):
         if waiter.done():
-          _ignore_result(waiter)   # a crash fails both; only one was awaited
+          cdp_lib.ignore_result(waiter)   # a crash fails both; only one was awaited
       self._loaded = self._settled = None
     return LoadResult(True, None, time.monotonic() - start)
 
-
-def _ignore_result(future: asyncio.Future) -> None:
-  """For commands nobody awaits: retrieves the outcome so a failure is not reported."""
-  if not future.cancelled():
-    future.exception()

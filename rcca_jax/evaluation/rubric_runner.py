@@ -25,16 +25,13 @@ import dataclasses
 import itertools
 import json
 import time
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from rcca_jax.evaluation import actions
 from rcca_jax.evaluation import compare
 from rcca_jax.evaluation import devtools
 from rcca_jax.evaluation.page_session import (CallTimeout, JsError, PageException,
                                               PageSession)
-
-READONLY_EXPECTATIONS = ("exists", "visible", "hidden", "count", "text", "value", "attr",
-                         "style", "number", "no_errors")
 
 # Focuses an editable target and selects its content so inserted text replaces it.
 _FOCUS_SELECT_JS = """(sel) => {
@@ -121,13 +118,6 @@ _READ_JS = """(sel, kind, name, expected) => {
 }""" % (actions.ELEMENT_INFO_JS, actions.ELEMENT_INFO_JS)
 
 
-# Expectations that only read the DOM: consecutive ones are read in one call, and so are
-# those of the read-only rubrics that share a load. A read taken ahead is used only while
-# nothing else has run meanwhile. A style read taken ahead has the computed value only;
-# when that alone does not decide the comparison, the step reads again with the probe
-# (an element with the expected value set, for its computed form), which adds an element.
-_PURE_READS = frozenset({"exists", "visible", "hidden", "count", "text", "value", "attr",
-                         "number", "style"})
 _READ_ALL_JS = "(reads) => reads.map((r) => (%s)(...r))" % _READ_JS
 
 
@@ -169,6 +159,88 @@ class Failure:
   css_rules: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
+# -- expectations answered by one DOM read (`_READ_JS`) --------------------------------
+# Each judges the read `r` of `step`; `fail(severity, message, expected, observed)` makes
+# its failure.
+_Fail = Callable[[str, str, Any, Any], Failure]
+_Judge = Callable[[Any, dict, _Fail, str], Failure | None]
+
+
+def _found(judge: _Judge) -> _Judge:
+  """`judge` of an expectation on an element: when none matches, a critical failure."""
+  def judge_found(step: Any, r: dict, fail: _Fail, level: str) -> Failure | None:
+    if not r["found"]:
+      return fail("critical", f"expect {step.expect}: no element matches {step.selector!r}",
+                  step.value, None)
+    return judge(step, r, fail, level)
+  return judge_found
+
+
+def _count(step: Any, r: dict, fail: _Fail, _level: str) -> Failure | None:
+  n = r["count"]
+  if compare.compare_number(step.op, n, step.value) is None:
+    return None
+  return fail("major", f"expected count of {step.selector!r} {step.op} {step.value:g}, got {n}",
+              step.value, n)
+
+
+def _hidden(step: Any, r: dict, fail: _Fail, _level: str) -> Failure | None:
+  if r["found"] and r["visible"]:
+    return fail("major", f"expected {step.selector!r} to be hidden, but it is visible",
+                "hidden", "visible")
+  return None
+
+
+def _visible(step: Any, r: dict, fail: _Fail, _level: str) -> Failure | None:
+  return None if r["visible"] else fail("major", f"expected {step.selector!r} to be visible",
+                                        "visible", "not visible")
+
+
+def _number(step: Any, r: dict, fail: _Fail, _level: str) -> Failure | None:
+  observed, sel = r["value"], step.selector
+  num = compare.first_number(observed or "")
+  if num is None:
+    return fail("major", f"expected a number in {sel!r}, got text {observed!r}",
+                step.value, observed)
+  sev = compare.compare_number(step.op, num, step.value)
+  return None if sev is None else fail(
+      sev, f"expected number in {sel!r} {step.op} {step.value:g}, got {num:g}",
+      step.value, num)
+
+
+def _compared(step: Any, r: dict, fail: _Fail, level: str) -> Failure | None:
+  """text, value, attr and style: the observed string against the expected one."""
+  kind, observed, sel = step.expect, r["value"], step.selector
+  if observed is None:
+    return fail("major", f"{sel!r} has no attribute {step.name!r}", step.value, None)
+  alternatives = (r["normalized"],) if kind == "style" and r.get("normalized") else ()
+  sev = compare.compare_text(step.op, observed, step.value, alternatives=alternatives)
+  if sev is None:
+    return None
+  if kind == "style" and level == "rendering":
+    sev = "minor"
+  what = {"text": "text", "value": "value", "attr": f"attribute {step.name}",
+          "style": f"style {step.name}"}[kind]
+  shown = compare.collapse(observed)
+  return fail(sev, f"expected {what} of {sel!r} {step.op} {step.value!r}, got {shown[:200]!r}",
+              step.value, shown[:500])
+
+
+_DOM_JUDGES: dict[str, _Judge] = {
+    "exists": _found(lambda *_: None), "visible": _found(_visible), "hidden": _hidden,
+    "count": _count, "text": _found(_compared), "value": _found(_compared),
+    "attr": _found(_compared), "style": _found(_compared), "number": _found(_number)}
+
+# Expectations that only read the DOM: consecutive ones are read in one call, and so are
+# those of the read-only rubrics that share a load. A read taken ahead is used only while
+# nothing else has run meanwhile. A style read taken ahead has the computed value only;
+# when that alone does not decide the comparison, the step reads again with the probe
+# (an element with the expected value set, for its computed form), which adds an element.
+_PURE_READS = frozenset(_DOM_JUDGES)
+# Expectations that only read the page: the DOM reads, and `no_errors` (the exception log).
+READONLY_EXPECTATIONS = _PURE_READS | {"no_errors"}
+
+
 @dataclasses.dataclass
 class RubricRun:
   """Outcome of one rubric's steps. `passed is None`: the check itself is broken."""
@@ -203,6 +275,16 @@ def is_readonly(steps: Sequence[Any]) -> bool:
   """Whether a check only reads the page (no actions, waits or page JS)."""
   return bool(steps) and all(s.verb == "expect" and s.expect in READONLY_EXPECTATIONS
                              for s in steps)
+
+
+def _mouse_action(method: str) -> Callable[..., Awaitable[None]]:
+  """The action that does mouse `method` ("click", "dblclick", "move") at the target."""
+  async def act(runner: RubricRunner, i: int, step: Any, t: dict[str, Any],
+                prepared: bool) -> None:
+    del i, prepared
+    s = runner.session
+    await s.call(getattr(s.mouse, method)(t["x"], t["y"]), f"{step.verb} {step.selector}")
+  return act
 
 
 class RubricRunner:
@@ -354,7 +436,6 @@ class RubricRunner:
     return t
 
   async def _act(self, i: int, step: Any) -> None:
-    s = self.session
     verb = step.verb
     if verb == "wait":
       await self._settle_owed()
@@ -369,57 +450,66 @@ class RubricRunner:
     # during the settle is the previous action's, during the DOM part this one's.
     prepared = verb in _PREPARED and self._owed is None
     t = await self._target(i, step, use_label=verb in ("check", "uncheck"), prepare=prepared)
-    xy = (t["x"], t["y"])
-    if verb == "click":
-      await s.call(s.mouse.click(*xy), f"click {step.selector}")
-    elif verb == "dblclick":
-      await s.call(s.mouse.dblclick(*xy), f"dblclick {step.selector}")
-    elif verb == "hover":
-      await s.call(s.mouse.move(*xy), f"hover {step.selector}")
-    elif verb in ("check", "uncheck"):
-      if t["type"] not in ("checkbox", "radio"):
-        raise _Stop(Failure(i, "critical", f"{verb}: {step.selector!r} is not a checkbox or radio",
-                            selector=step.selector, element=t["info"]))
-      want = verb == "check"
-      if t["checked"] != want:
-        await s.call(s.mouse.click(*xy), f"{verb} {step.selector}")
-        after = await s.js("(sel) => !!document.querySelector(sel)?.checked", step.selector)
-        if after != want:
-          raise _Stop(Failure(i, "critical", f"{verb}: clicking {step.selector!r} did not "
-                              f"change its state", selector=step.selector, element=t["info"]))
-    elif verb == "fill":
-      if not t["editable"] or t["type"] in _NOT_FILLABLE:
-        raise _Stop(Failure(i, "critical", f"fill: {step.selector!r} is not editable",
-                            selector=step.selector, element=t["info"]))
-      _check_prepared(t, prepared)
-      if t["type"] in actions.VALUE_SET_INPUTS:
-        if not prepared:
-          await s.js(_SET_VALUE_JS, step.selector, step.value, what=f"fill {step.selector}")
-      else:
-        if not prepared:
-          await s.js(_FOCUS_SELECT_JS, step.selector, what=f"focus {step.selector}")
-        if step.value:
-          await s.call(s.keyboard.insert_text(step.value), f"fill {step.selector}")
-        else:
-          await s.call(s.keyboard.press("Delete"), f"fill {step.selector}")
-    elif verb == "select":
-      if not t["is_select"]:
-        raise _Stop(Failure(i, "critical", f"select: {step.selector!r} is not a <select>",
-                            selector=step.selector, element=t["info"]))
-      _check_prepared(t, prepared)
-      res = t["then"] if prepared else await s.js(_SELECT_JS, step.selector, step.value,
-                                                  what=f"select {step.selector}")
-      if not res["ok"]:
-        raise _Stop(Failure(i, "critical", f"select: no option {step.value!r} in "
-                            f"{step.selector!r}", selector=step.selector, expected=step.value,
-                            observed=res["options"], element=t["info"]))
-    elif verb == "press":
-      _check_prepared(t, prepared)
-      if not prepared:
-        await self._read(_FOCUS_JS, step.selector, what=f"focus {step.selector}")
-      await self._press(step.value)
-    else:
+    act = self._ACTIONS.get(verb)
+    if act is None:
       raise _CheckError(f"unknown action {verb!r}")
+    await act(self, i, step, t, prepared)
+
+  # Each action on its located target `t`; `prepared`: its DOM part is done already.
+  async def _check(self, i: int, step: Any, t: dict[str, Any], prepared: bool) -> None:
+    del prepared
+    s, verb = self.session, step.verb
+    if t["type"] not in ("checkbox", "radio"):
+      raise _Stop(Failure(i, "critical", f"{verb}: {step.selector!r} is not a checkbox or radio",
+                          selector=step.selector, element=t["info"]))
+    want = verb == "check"
+    if t["checked"] != want:
+      await s.call(s.mouse.click(t["x"], t["y"]), f"{verb} {step.selector}")
+      after = await s.js("(sel) => !!document.querySelector(sel)?.checked", step.selector)
+      if after != want:
+        raise _Stop(Failure(i, "critical", f"{verb}: clicking {step.selector!r} did not "
+                            f"change its state", selector=step.selector, element=t["info"]))
+
+  async def _fill(self, i: int, step: Any, t: dict[str, Any], prepared: bool) -> None:
+    s = self.session
+    if not t["editable"] or t["type"] in _NOT_FILLABLE:
+      raise _Stop(Failure(i, "critical", f"fill: {step.selector!r} is not editable",
+                          selector=step.selector, element=t["info"]))
+    _check_prepared(t, prepared)
+    if t["type"] in actions.VALUE_SET_INPUTS:
+      if not prepared:
+        await s.js(_SET_VALUE_JS, step.selector, step.value, what=f"fill {step.selector}")
+    else:
+      if not prepared:
+        await s.js(_FOCUS_SELECT_JS, step.selector, what=f"focus {step.selector}")
+      if step.value:
+        await s.call(s.keyboard.insert_text(step.value), f"fill {step.selector}")
+      else:
+        await s.call(s.keyboard.press("Delete"), f"fill {step.selector}")
+
+  async def _select(self, i: int, step: Any, t: dict[str, Any], prepared: bool) -> None:
+    if not t["is_select"]:
+      raise _Stop(Failure(i, "critical", f"select: {step.selector!r} is not a <select>",
+                          selector=step.selector, element=t["info"]))
+    _check_prepared(t, prepared)
+    res = t["then"] if prepared else await self.session.js(
+        _SELECT_JS, step.selector, step.value, what=f"select {step.selector}")
+    if not res["ok"]:
+      raise _Stop(Failure(i, "critical", f"select: no option {step.value!r} in "
+                          f"{step.selector!r}", selector=step.selector, expected=step.value,
+                          observed=res["options"], element=t["info"]))
+
+  async def _press_on(self, i: int, step: Any, t: dict[str, Any], prepared: bool) -> None:
+    del i
+    _check_prepared(t, prepared)
+    if not prepared:
+      await self._read(_FOCUS_JS, step.selector, what=f"focus {step.selector}")
+    await self._press(step.value)
+
+  _ACTIONS: dict[str, Callable[..., Awaitable[None]]] = {
+      "click": _mouse_action("click"), "dblclick": _mouse_action("dblclick"),
+      "hover": _mouse_action("move"), "check": _check, "uncheck": _check, "fill": _fill,
+      "select": _select, "press": _press_on}
 
   async def _press(self, key: str) -> None:
     try:
@@ -441,16 +531,10 @@ class RubricRunner:
 
   async def _judge_expectation(self, i: int, step: Any, level: str) -> Failure | None:
     kind = step.expect
-    if kind in ("no_errors", "js"):
+    judge = self._PAGE_JUDGES.get(kind)
+    if judge is not None:
       await self._settle_owed()
-    if kind == "no_errors":
-      if self.session.log.exceptions:
-        first = self.session.log.exceptions[0]
-        return Failure(i, "critical", f"uncaught exception: {first.message}", exception=first,
-                       expected="no uncaught exception", observed=first.message)
-      return None
-    if kind == "js":
-      return await self._expect_js(i, step)
+      return await judge(self, i, step)
     if kind in ("text", "value", "attr", "style") and step.op == "matches":
       bad = compare.check_regex(step.value)
       if bad:
@@ -465,53 +549,21 @@ class RubricRunner:
       r = await self._read(_READ_JS, *_read_args(step), what=f"read {step.selector}")
     if r.get("bad"):
       raise _CheckError(f"invalid selector {step.selector!r}: {r['bad']}")
-    sel = step.selector
     element = r.get("info") or {"exists": False}
 
     def fail(severity, message, expected, observed):
-      return Failure(i, severity, message, selector=sel, expected=expected, observed=observed,
-                     element=element)
+      return Failure(i, severity, message, selector=step.selector, expected=expected,
+                     observed=observed, element=element)
 
-    if kind == "count":
-      n = r["count"]
-      if compare.compare_number(step.op, n, step.value) is None:
-        return None
-      return fail("major", f"expected count of {sel!r} {step.op} {step.value:g}, got {n}",
-                  step.value, n)
-    if kind == "hidden":
-      if r["found"] and r["visible"]:
-        return fail("major", f"expected {sel!r} to be hidden, but it is visible", "hidden",
-                    "visible")
-      return None
-    if not r["found"]:
-      return fail("critical", f"expect {kind}: no element matches {sel!r}", step.value, None)
-    if kind == "exists":
-      return None
-    if kind == "visible":
-      return None if r["visible"] else fail("major", f"expected {sel!r} to be visible",
-                                            "visible", "not visible")
-    observed = r["value"]
-    if kind == "number":
-      num = compare.first_number(observed or "")
-      if num is None:
-        return fail("major", f"expected a number in {sel!r}, got text {observed!r}",
-                    step.value, observed)
-      sev = compare.compare_number(step.op, num, step.value)
-      return None if sev is None else fail(
-          sev, f"expected number in {sel!r} {step.op} {step.value:g}, got {num:g}",
-          step.value, num)
-    if observed is None:
-      return fail("major", f"{sel!r} has no attribute {step.name!r}", step.value, None)
-    alternatives = (r["normalized"],) if kind == "style" and r.get("normalized") else ()
-    sev = compare.compare_text(step.op, observed, step.value, alternatives=alternatives)
-    if sev is None:
-      return None
-    if kind == "style" and level == "rendering":
-      sev = "minor"
-    what = {"text": "text", "value": "value", "attr": f"attribute {step.name}",
-            "style": f"style {step.name}"}[kind]
-    return fail(sev, f"expected {what} of {sel!r} {step.op} {step.value!r}, got "
-                f"{compare.collapse(observed)[:200]!r}", step.value, compare.collapse(observed)[:500])
+    return _DOM_JUDGES[kind](step, r, fail, level)
+
+  async def _expect_no_errors(self, i: int, step: Any) -> Failure | None:
+    del step
+    if self.session.log.exceptions:
+      first = self.session.log.exceptions[0]
+      return Failure(i, "critical", f"uncaught exception: {first.message}", exception=first,
+                     expected="no uncaught exception", observed=first.message)
+    return None
 
   async def _expect_js(self, i: int, step: Any) -> Failure | None:
     fn = f"async () => {{ const v = await ({step.value}); return [!!v, String(v).slice(0, 200)]; }}"
@@ -524,6 +576,10 @@ class RubricRunner:
       return None
     return Failure(i, "major", f"expected js {step.value!r} to be truthy, got {shown}",
                    expected="truthy", observed=shown)
+
+  # Expectations on the page rather than one DOM read; they settle an owed action first.
+  _PAGE_JUDGES: dict[str, Callable[..., Awaitable[Failure | None]]] = {
+      "no_errors": _expect_no_errors, "js": _expect_js}
 
   # -- evidence ----------------------------------------------------------------------
   async def _collect_evidence(self, failure: Failure, steps: Sequence[Any], level: str) -> None:

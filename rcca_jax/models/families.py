@@ -15,8 +15,9 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rcca_jax.models import config as ling_config
-from rcca_jax.models import hf_checkpoint
+from rcca_jax.models import llama_checkpoint
 from rcca_jax.models import llama_config
+from rcca_jax.models import safetensors_io
 from rcca_jax.models.config import LingConfig
 from rcca_jax.models.ling import LingForCausalLM
 from rcca_jax.models.llama import LlamaForCausalLM
@@ -96,6 +97,7 @@ def from_hf(path: str, dtype=jnp.float32, **config_overrides) -> nnx.Module:
   `dtype` is the parameter and compute dtype; keyword arguments override config fields
   (runtime fields such as remat=True).
   """
-  family = family_of(hf_checkpoint.read_config(path), f"{path}/config.json")
-  cls = LingForCausalLM if family == "ling" else LlamaForCausalLM
-  return cls.from_hf(path, dtype=dtype, **config_overrides)
+  family = family_of(safetensors_io.read_config(path), f"{path}/config.json")
+  if family == "ling":
+    return LingForCausalLM.from_hf(path, dtype=dtype, **config_overrides)
+  return llama_checkpoint.load(path, dtype=dtype, **config_overrides)

@@ -155,7 +155,7 @@ def read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 
 def load(path: str, dtype=jnp.float32, **config_overrides) -> LlamaForCausalLM:
-  """A `LlamaForCausalLM` of a GGUF file; `dtype` and overrides as `from_hf`."""
+  """A `LlamaForCausalLM` of a GGUF file; `dtype` and overrides as `llama_checkpoint.load`."""
   hf, tensors = read(path)
   name = jnp.dtype(dtype).name
   cfg = LlamaConfig.from_hf_config(hf, dtype=name, param_dtype=name, **config_overrides)

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from rcca_jax.models import hf_checkpoint
+from rcca_jax.models import hf_checkpoint, safetensors_io
 from rcca_jax.models.config import DENSE, FULL_ATTENTION, LingConfig
 from rcca_jax.models.layers import MLP, Embed, Linear, RMSNorm
 from rcca_jax.models.mla import MLACache, MultiHeadLatentAttention, rope_cos_sin
@@ -293,7 +293,7 @@ class LingForCausalLM(nnx.Module):
     float32). Extra keyword arguments override LingConfig fields (e.g. remat=True).
     """
     name = jnp.dtype(dtype).name
-    hf_config = hf_checkpoint.read_config(path)
+    hf_config = safetensors_io.read_config(path)
     cfg = LingConfig.from_hf_config(hf_config, dtype=name, param_dtype=name,
                                     **config_overrides)
     model = nnx.eval_shape(lambda: cls(cfg, rngs=nnx.Rngs(0)))

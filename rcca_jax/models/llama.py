@@ -285,18 +285,3 @@ class LlamaForCausalLM(nnx.Module):
     else:
       logits = self.lm_head(hidden)
     return constrain(logits, ("batch", "length", "act_vocab"))
-
-  # ---- checkpoints ------------------------------------------------------------
-
-  @classmethod
-  def from_hf(cls, path: str, dtype=jnp.float32, **config_overrides) -> "LlamaForCausalLM":
-    """Loads a `llama` / `qwen2` / `mistral` checkpoint directory (config.json +
-    safetensors, single or sharded); `dtype` is the parameter and compute dtype and
-    keyword arguments override LlamaConfig fields (e.g. remat=True)."""
-    from rcca_jax.models import llama_checkpoint  # pylint: disable=import-outside-toplevel
-    return llama_checkpoint.load(path, dtype=dtype, **config_overrides)
-
-  def to_hf(self, path: str, max_shard_bytes: int = 0) -> None:
-    """Writes config.json and safetensors (sharded above `max_shard_bytes` if > 0)."""
-    from rcca_jax.models import llama_checkpoint  # pylint: disable=import-outside-toplevel
-    llama_checkpoint.write(self, path, max_shard_bytes=max_shard_bytes)

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rcca_jax.models import hf_checkpoint
+from rcca_jax.models import safetensors_io
 from rcca_jax.models.llama import LlamaForCausalLM
 from rcca_jax.models.llama_config import LlamaConfig
 
@@ -85,8 +85,8 @@ def load_params(model: LlamaForCausalLM, values: dict[Path, np.ndarray], *,
                 missing: list[str], unknown: list[str], source: str) -> None:
   """Fills `model` (possibly abstract) from {param path: array}; raises ValueError
   listing unknown, missing and mis-shaped tensors."""
-  flat = hf_checkpoint.flat_state(model)
-  hf_checkpoint.check_fill(flat, values, unknown=unknown, missing=missing, source=source)
+  flat = safetensors_io.flat_state(model)
+  safetensors_io.check_fill(flat, values, unknown=unknown, missing=missing, source=source)
   for path, var in flat.items():
     var.set_value(jnp.asarray(values[path], dtype=var.dtype))
 
@@ -96,14 +96,16 @@ def build_abstract(cfg: LlamaConfig) -> LlamaForCausalLM:
 
 
 def load(path: str, dtype=jnp.float32, **config_overrides) -> LlamaForCausalLM:
-  """`LlamaForCausalLM.from_hf`: config.json + safetensors of a checkpoint directory."""
+  """Loads a `llama` / `qwen2` / `mistral` checkpoint directory (config.json +
+  safetensors, single or sharded); `dtype` is the parameter and compute dtype and
+  keyword arguments override LlamaConfig fields (e.g. remat=True)."""
   name = jnp.dtype(dtype).name
-  cfg = LlamaConfig.from_hf_config(hf_checkpoint.read_config(path), dtype=name,
+  cfg = LlamaConfig.from_hf_config(safetensors_io.read_config(path), dtype=name,
                                    param_dtype=name, **config_overrides)
   model = build_abstract(cfg)
   tensors: dict[str, np.ndarray] = {}
-  for file in hf_checkpoint.safetensors_files(path):
-    tensors.update(hf_checkpoint.read_file_tensors(file))
+  for file in safetensors_io.safetensors_files(path):
+    tensors.update(safetensors_io.read_file_tensors(file))
   values, missing, unknown = params_from_tensors(cfg, tensors)
   load_params(model, values, missing=missing, unknown=unknown, source=path)
   return model
@@ -133,4 +135,4 @@ def write(model: LlamaForCausalLM, path: str, max_shard_bytes: int = 0) -> None:
   hf: dict[str, Any] = model.config.to_hf_config()
   with open(os.path.join(path, "config.json"), "w") as f:
     json.dump(hf, f, indent=2, sort_keys=True)
-  hf_checkpoint.save_tensors(model_tensors(model), path, max_shard_bytes)
+  safetensors_io.save_tensors(model_tensors(model), path, max_shard_bytes)

@@ -35,7 +35,7 @@ class LossConfig:
   scale_advantages_by_std: bool = True
   rcca_c: float = 1.2
   rcca_positive_blamed: float = 1.0
-  # Filled from `credit.negative_unblamed` (train/configs.loss_config), not rl.loss.
+  # Filled from `credit.negative_unblamed` (train/sections.loss_config), not rl.loss.
   rcca_negative_unblamed: float = 1.0
   # > 0: only each response's ceil(fraction * n) highest-entropy tokens keep their
   # weight, the others get 0 (grpo.top_entropy_tokens); 0: off.

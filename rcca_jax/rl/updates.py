@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from rcca_jax.rl import logprobs as logprobs_lib
+from rcca_jax.rl.batching import NonFiniteBatch, numpy_batch
 
 # Statistics also reported per update (as NAME/uK) when there are several updates.
 PER_UPDATE = ("loss", "clip_low", "clip_high", "ratio_mean", "ratio_min", "ratio_max",
@@ -86,6 +87,27 @@ def run_updates(step: Callable, state: Any, batch: Mapping[str, np.ndarray],
       metrics.append(m)
   fetched = jax.device_get(metrics)
   return state, [{k: float(v) for k, v in m.items()} for m in fetched]
+
+
+def update_batch(step: Callable, state: Any, batch: Mapping[str, np.ndarray],
+                 config: UpdateConfig, *, keys: Sequence[str],
+                 reference: Optional[logprobs_lib.Reference] = None,
+                 policy_logprobs: Optional[Callable] = None
+                 ) -> tuple[Any, list[dict[str, float]], dict[str, float], Optional[str]]:
+  """One rollout batch's updates: `with_logprobs`, the batch checked and cut to `keys`
+  (`numpy_batch`), `run_updates`. Returns the state, each update's metrics, the extra
+  metrics of `with_logprobs`, and None, or, when the policy's own log-probs are not
+  finite (`NonFiniteBatch`), its message: no update then, the state's step still
+  advanced by `updates_per_batch` and one skipped update reported."""
+  batch, extra = with_logprobs(batch, state, reference=reference,
+                               policy_logprobs=policy_logprobs)
+  try:
+    batch = numpy_batch(batch, keys)
+  except NonFiniteBatch as e:
+    state = state.replace(step=state.step + config.updates_per_batch)
+    return state, [{"skipped_nonfinite": 1.0, "loss": float("nan")}], extra, str(e)
+  state, per_update = run_updates(step, state, batch, config)
+  return state, per_update, extra, None
 
 
 def summarize(updates: Sequence[Mapping[str, float]], num_iterations: int = 1

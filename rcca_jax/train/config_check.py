@@ -30,18 +30,16 @@ from typing import Any, Mapping, Optional, Sequence
 import ml_collections
 
 from rcca_jax.credit import blame
-from rcca_jax.credit import controlled
 from rcca_jax.data.selection import load_task_file, resolve_path
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import BACKENDS
 from rcca_jax.models import families
-from rcca_jax.models import hf_checkpoint
+from rcca_jax.models import safetensors_io
 from rcca_jax.models.config import LingConfig
 from rcca_jax.models.llama_config import LlamaConfig
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import partitioning
 from rcca_jax.rl import losses
-from rcca_jax.rl import optim
 from rcca_jax.train import sections
 
 MODES = ("train", "eval", "plan")
@@ -140,11 +138,19 @@ class _Collector:
 
 def _check_sections(c: _Collector) -> None:
   """Sections that a class builds: what the class refuses, with the field name."""
+  def steps(path: str) -> int:
+    value = c.get(path)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+  # The constructors the job calls (train/sections.py), on the config's values.
   for path, build in (("rl.loss", lambda v: losses.LossConfig.from_mapping(
-                          {**v, "policy_loss": c.get("rl.policy_loss")})),
+                          sections.loss_fields(v, c.get("rl.policy_loss"),
+                                               c.get("credit.negative_unblamed")))),
                       ("credit", blame.CreditConfig.from_mapping),
-                      ("sft.optimizer", optim.OptimizerConfig.from_mapping),
-                      ("rl.optimizer", optim.OptimizerConfig.from_mapping),
+                      ("sft.optimizer", lambda v: sections.optimizer_config(
+                          v, steps("sft.num_steps"))),
+                      ("rl.optimizer", lambda v: sections.optimizer_config(
+                          v, steps("rl.num_steps"))),
                       ("eval.evaluator", EvalConfig.from_dict)):
     if not c.has(path):
       continue
@@ -167,17 +173,13 @@ def _check_sections(c: _Collector) -> None:
   elif c.get("credit.blame") == "oracle" and setting != "controlled":
     c.add("credit.blame='oracle' needs data.setting='controlled' (the known bug sites)")
   elif setting == "controlled":
-    fields = dict(c.get("data.controlled") or {})
-    fields.pop("path", None)
     try:
-      controlled.ControlledSpec.from_mapping(fields)
+      sections.controlled_spec(dict(c.get("data.controlled") or {}))
     except (TypeError, ValueError) as e:
       c.add(f"data.controlled: {e}")
   model = dict(c.get("model") or {})
-  if not model.get("vocab_size"):
-    model["vocab_size"] = 64  # taken from the tokenizer at run time
   try:
-    families.config_from_fields(model)
+    sections.model_from_fields(model)  # the vocabulary is the tokenizer's at run time
   except (TypeError, ValueError) as e:
     c.add(f"model: {e}")
   if c.get("init_from_hf") and c.get("init_from_gguf"):
@@ -189,7 +191,7 @@ def _check_sections(c: _Collector) -> None:
   init_from = c.get("init_from_hf")
   if init_from and "family" in model and _exists(os.path.join(init_from, "config.json")):
     try:
-      found = families.family_of(hf_checkpoint.read_config(resolve_path(init_from)))
+      found = families.family_of(safetensors_io.read_config(resolve_path(init_from)))
     except ValueError as e:
       c.add(f"init_from_hf={init_from!r}: {e}")
     else:

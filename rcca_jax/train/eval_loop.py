@@ -27,6 +27,7 @@ from rcca_jax.data import jsonl
 from rcca_jax.data.tasks import family_of
 from rcca_jax.evaluation.grader import Grader
 from rcca_jax.train import rollouts as rollouts_lib
+from rcca_jax.train import sections
 
 
 # Summary key -> how a task is grouped; flat metric names get `PREFIX/GROUP/` (families
@@ -149,7 +150,8 @@ def _report_items(rollouts: Sequence[rollouts_lib.Rollout],
 
 def run_eval(sampler: Any, tokenizer: Any, tasks: Sequence[Any], pool: Grader, *,
              out_dir: str, max_new_tokens: int, temperature: float = 0.0,
-             samples_per_task: int = 1, seed: int = 0, num_reports: int = 4,
+             samples_per_task: int = 1, seed: int = 0,
+             num_reports: int = sections.default("eval.num_reports"),
              title: str = "evaluation",
              weights: dict[str, float] | None = None, samples_per_request: int = 0,
              sample_temperature: float = 1.0, sample_seed: int = 0,

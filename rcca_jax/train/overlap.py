@@ -33,17 +33,18 @@ from rcca_jax.train import run_log
 
 
 class RolloutSource:
-  """Rollouts of RL step n, graded: `sample(state, n)` then `grade(rollouts)`, or with
-  overlap, step n's sampled ahead and step n+1's sampled while n's are graded."""
+  """Rollouts of RL step n: `sample(state, n)` then `grade(rollouts, state, n)`; with
+  overlap, step n's come sampled ahead and `grade` samples step n+1's while grading."""
 
   def __init__(self, sample: Callable[[Any, int], list], grade: Callable[[list], None],
                *, overlap_steps: int, num_steps: int, ahead_dir: str):
-    self.sample = sample
-    self.grade = grade
+    self._sample = sample
+    self._grade = grade
     self.overlap_steps = overlap_steps
     self.num_steps = num_steps
     self.ahead_dir = ahead_dir
     self._ahead: Optional[tuple[int, list]] = None
+    self._sample_s = 0.0
 
   def _path(self, step: int) -> str:
     return os.path.join(self.ahead_dir, f"{step:08d}.p{jax.process_index()}-of-"
@@ -59,22 +60,29 @@ class RolloutSource:
       run_log.note("overlap: step %d's rollouts sampled now (none saved)", step)
     return None
 
-  def get(self, state: Any, step: int) -> tuple[list, dict[str, float]]:
-    """Step `step`'s graded rollouts and the seconds spent sampling and grading."""
+  def sample(self, state: Any, step: int) -> list:
+    """Step `step`'s rollouts: sampled ahead (with overlap), else now with `state`."""
     t0 = time.time()
     rollouts = self._sampled_ahead(step) if self.overlap_steps else None
     if rollouts is None:
-      rollouts = self.sample(state, step)
-    sample_s = time.time() - t0
+      rollouts = self._sample(state, step)
+    self._sample_s = time.time() - t0
+    return rollouts
+
+  def grade(self, rollouts: list, state: Any, step: int) -> dict[str, float]:
+    """Grades step `step`'s `rollouts` (with overlap, in a thread while step+1's are
+    sampled with `state`); the seconds spent sampling (this step's `sample` included)
+    and grading."""
+    t0 = time.time()
     if not self.overlap_steps:
-      self.grade(rollouts)
-      return rollouts, {"sample_s": sample_s, "eval_s": time.time() - t0 - sample_s}
+      self._grade(rollouts)
+      return {"sample_s": self._sample_s, "eval_s": time.time() - t0}
     outcome: dict[str, Any] = {}
 
     def grade() -> None:
       started = time.time()
       try:
-        self.grade(rollouts)
+        self._grade(rollouts)
       except BaseException as e:  # pylint: disable=broad-except  (re-raised below)
         outcome["error"] = e
       outcome["eval_s"] = time.time() - started
@@ -84,12 +92,12 @@ class RolloutSource:
     t1 = time.time()
     self._ahead = None
     if step + 1 < self.num_steps:
-      self._ahead = (step + 1, self.sample(state, step + 1))
-    sample_s += time.time() - t1
+      self._ahead = (step + 1, self._sample(state, step + 1))
+    sample_s = self._sample_s + time.time() - t1
     grader.join()
     if "error" in outcome:
       raise outcome["error"]
-    return rollouts, {"sample_s": sample_s, "eval_s": outcome["eval_s"]}
+    return {"sample_s": sample_s, "eval_s": outcome["eval_s"]}
 
   def save(self, done: int) -> None:
     """After the checkpoint of `done` steps: keeps the rollouts sampled for step `done`

@@ -33,13 +33,12 @@ from jax.sharding import NamedSharding
 from rcca_jax.data.selection import resolve_path
 from rcca_jax.models import families
 from rcca_jax.models import gguf_checkpoint
-from rcca_jax.models import hf_checkpoint
+from rcca_jax.models import safetensors_io
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
 from rcca_jax.train import config_check
-from rcca_jax.train import configs
 from rcca_jax.train import sections
 
 GB = 1e9
@@ -52,11 +51,11 @@ def model_config(job: sections.JobConfig) -> families.ModelConfig:
   init_from = job.pretrained_source
   if init_from:
     hf = (gguf_checkpoint.read_config(resolve_path(init_from)) if init_from.endswith(".gguf")
-          else hf_checkpoint.read_config(resolve_path(init_from)))
+          else safetensors_io.read_config(resolve_path(init_from)))
     return families.config_from_hf(
         hf, **families.runtime_overrides(families.family_of(hf, init_from), fields))
   if not fields.get("vocab_size"):
-    return configs.model_config(job, configs.load_tokenizer(job.data.tokenizer))
+    return sections.model_config(job, sections.load_tokenizer(job.data.tokenizer))
   return families.config_from_fields(fields)
 
 
@@ -106,13 +105,13 @@ def plan(config: ml_collections.ConfigDict, *,
   step_config = train_step.StepConfig(micro_batches=job.micro_batches,
                                       logits_chunk=job.logits_chunk)
   r, s = job.rl, job.sft
-  update = configs.update_config(r)
-  loss = configs.loss_config(job)
+  update = sections.update_config(r)
+  loss = sections.loss_config(job)
   rl_rows = r.prompts_per_step * r.group_size
   rl_len = r.max_prompt_len + r.max_new_tokens
   programs: dict[str, dict[str, float]] = {}
 
-  sft_opt = configs.optimizer_config(s.optimizer, s.num_steps)
+  sft_opt = sections.optimizer_config(s.optimizer, s.num_steps)
   step, shardings = train_step.build_step(fmodel, sft_lib.NextTokenObjective(), sft_opt,
                                           step_config, mesh)
   state = train_step.abstract_state(fmodel, sft_opt, shardings)
@@ -120,7 +119,7 @@ def plan(config: ml_collections.ConfigDict, *,
   programs["sft_step"] = _compile(step.jitted, mesh, state,
                                   _batch(mesh, sft_lib.SFT_KEYS, s.batch_size, s.max_len))
 
-  rl_opt = configs.optimizer_config(r.optimizer, r.num_steps)
+  rl_opt = sections.optimizer_config(r.optimizer, r.num_steps)
   objective = train_step.PolicyObjective(loss, r.group_size)
   step, shardings = train_step.build_step(fmodel, objective, rl_opt, step_config, mesh)
   state = train_step.abstract_state(fmodel, rl_opt, shardings)

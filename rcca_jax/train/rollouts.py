@@ -28,8 +28,11 @@ from rcca_jax.data import chat
 from rcca_jax.evaluation.grader import Grader
 from rcca_jax.evaluation.pool import GRADING_FAILED, Job
 from rcca_jax.evaluation.record import UNSCORABLE
+from rcca_jax.parallel import multihost
 from rcca_jax.rl import grpo
+from rcca_jax.train import faults
 from rcca_jax.train.offsets import token_offsets
+from rcca_jax.train.run_log import note
 
 PLACEBO_SALT = 0x9A1CEB0  # keeps placebo draws apart from other uses of the seed
 DEFAULT_DIRECT = blame_lib.CreditConfig.direct  # sibling-diff weight without `weights`
@@ -97,16 +100,23 @@ def sample(sampler: Any, tokenizer: Any, tasks: Sequence[Any], *, n: int,
   return rollouts
 
 
-def evaluate(pool: Grader, rollouts: Sequence[Rollout], *,
-             weights: Mapping[str, float] | None = None, blame: str = "evaluator",
-             only: Sequence[int] | None = None) -> None:
-  """Fills each rollout's `record` (from the pool; with `only`, of those rows alone,
-  e.g. the unscorable ones graded again) and every `wbar` (`assign_weights`)."""
+def grade(pool: Grader, rollouts: Sequence[Rollout],
+          only: Sequence[int] | None = None) -> None:
+  """Fills each rollout's `record` from the pool (localized there when the pool has
+  the post-process); with `only`, of those rows alone (e.g. the unscorable ones graded
+  again)."""
   rows = range(len(rollouts)) if only is None else list(only)
   jobs = [Job(task=rollouts[i].task, response=rollouts[i].text,
               sample_id=rollouts[i].sample_id) for i in rows]
   for i, record in zip(rows, pool.run(jobs, progress=False)):
     rollouts[i].record = record
+
+
+def evaluate(pool: Grader, rollouts: Sequence[Rollout], *,
+             weights: Mapping[str, float] | None = None, blame: str = "evaluator"
+             ) -> None:
+  """`grade`, then every `wbar` (`assign_weights`)."""
+  grade(pool, rollouts)
   assign_weights(rollouts, weights=weights, blame=blame)
 
 
@@ -114,6 +124,45 @@ def unscorable_rows(rollouts: Sequence[Rollout]) -> list[int]:
   """Rows whose record is no verdict (`record.UNSCORABLE`: grading did not finish, or
   the judge could not grade)."""
   return [i for i, r in enumerate(rollouts) if (r.record or {}).get(UNSCORABLE)]
+
+
+def settle_unscorable(pool: Grader, rollouts: Sequence[Rollout], *, step: int,
+                      max_share: float, retries: int, last_checkpoint: str) -> int:
+  """Grades the unscorable rollouts again while their share of the step (over every
+  process) exceeds `max_share` (`rl.max_unscorable`), at most `retries` times; how
+  many times. Still over: `faults.RunStopped` (the step is not applied; its message
+  names `last_checkpoint`)."""
+  for attempt in range(retries + 1):
+    rows = unscorable_rows(rollouts)
+    counts = [(len(rows), len(rollouts))]
+    if multihost.is_multi_process():
+      counts = multihost.allgather_json(counts[0])
+    bad, total = (sum(c[i] for c in counts) for i in (0, 1))
+    if bad <= max_share * total:
+      return attempt
+    if attempt < retries:
+      note("RL step %d: %d of %d responses unscorable (rl.max_unscorable=%g): grading "
+           "them again", step, bad, total, max_share)
+      grade(pool, rollouts, only=rows)
+  first = rollouts[rows[0]].record[UNSCORABLE] if rows else "in another process"
+  raise faults.RunStopped(
+      f"RL step {step}: {bad} of {total} responses unscorable after {retries} more "
+      f"gradings (rl.max_unscorable={max_share:g}; first: {first}); the step was not "
+      f"applied, last checkpoint: {last_checkpoint}")
+
+
+def step_row(rollouts: Sequence[Rollout], blame: str, controlled: bool,
+             update: Mapping[str, float]) -> dict[str, float]:
+  """An RL step's row: its records, token weights, blame and (`controlled`) known-bug
+  statistics, its `update`'s metrics and the mean response length."""
+  row = record_stats([x.record for x in rollouts])
+  row.update(weight_shares(rollouts))
+  row.update(blame_stats(rollouts, blame))
+  if controlled:
+    row.update(bug_stats(rollouts))
+  row.update(update)
+  row["response_len"] = float(np.mean([len(x.tokens) for x in rollouts]))
+  return row
 
 
 def assign_weights(rollouts: Sequence[Rollout], *,

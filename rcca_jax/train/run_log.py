@@ -89,12 +89,17 @@ class MetricsLogger:
   def __init__(self, workdir: str, *, tensorboard: bool = True):
     os.makedirs(workdir, exist_ok=True)
     self.path = os.path.join(workdir, METRICS_FILE)
+    self._tensorboard = tensorboard
     self._writer = None
-    if _is_main_process():
+    self.open()
+
+  def open(self) -> None:
+    """Repairs the file and starts the TensorBoard writer (again after `close`)."""
+    if _is_main_process() and self._writer is None:
       self.repair()
-      if tensorboard:
+      if self._tensorboard:
         from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
-        self._writer = SummaryWriter(os.path.join(workdir, "tb"))
+        self._writer = SummaryWriter(os.path.join(os.path.dirname(self.path), "tb"))
 
   def rows(self) -> list[dict[str, Any]]:
     return read_rows(os.path.dirname(self.path))

@@ -7,51 +7,61 @@ field the config leaves out taking the default below (fields without one are req
 `config_check.SCHEMA` is derived from these classes (`schema_of`) and reads defaults
 through `default`, so a check and the code it guards cannot disagree.
 
-`credit` is built here (`credit.blame.CreditConfig`). Sub-sections that need more
-than the config to build stay mappings, typed by their classes: `model` (its family's
-config, with the tokenizer's vocabulary), `*.optimizer` (`rl.optim.OptimizerConfig`,
-with the stage's length), `rl.loss` (`rl.losses.LossConfig`), `eval.evaluator`
-(`evaluation.config.EvalConfig`), `data.controlled` (`credit.controlled.ControlledSpec`,
-plus `path`). The runners' `arms` / `ablation` / `sweep` / `settings` are read by
+`credit` (`credit.blame.CreditConfig`) and `eval.evaluator`
+(`evaluation.config.EvalConfig`) are built here. Sub-sections that need more than
+their own fields stay mappings, typed by their classes and built by the one function
+below that both the job and `config_check` call: `model` (`model_config`: its family's
+config, with the tokenizer's vocabulary), `*.optimizer` (`optimizer_config`: with the
+stage's length), `rl.loss` (`loss_fields`: with `rl.policy_loss` and
+`credit.negative_unblamed`), `data.controlled` (`controlled_spec`, plus `path`). The runners' `arms` / `ablation` / `sweep` / `settings` are read by
 `rcca_jax.ablation` and `rcca_jax.sweep` (`RUNNER_SECTIONS`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from rcca_jax.credit import blame
 from rcca_jax.credit import controlled
+from rcca_jax.data import chat
+from rcca_jax.data import sentencepiece_tokenizer
+from rcca_jax.data.selection import resolve_path
 from rcca_jax.evaluation.config import EvalConfig
+from rcca_jax.models import families
 from rcca_jax.models.config import LingConfig
 from rcca_jax.models.llama_config import LlamaConfig
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
+from rcca_jax.rl import updates as updates_lib
 
 SAMPLES_PER_REQUEST = 8  # eval.samples_per_request's default (sampled pass@1; 0: off)
 _MISSING = dataclasses.MISSING
 
 
-def _sub(schema: Any, defaults: Any = None) -> Any:
+def _sub(schema: Any, defaults: Any = None, derived: tuple[str, ...] = ()) -> Any:
   """A field holding a mapping that `schema` (a dataclass or a field dict) types, its
-  fields' defaults those of the dataclass `defaults` (default: `schema` itself)."""
+  fields' defaults those of the dataclass `defaults` (default: `schema` itself), except
+  the `derived` ones, which when absent are computed from elsewhere."""
   if defaults is None and dataclasses.is_dataclass(schema):
     defaults = schema
-  return dataclasses.field(default_factory=dict,
-                           metadata={"schema": schema, "defaults": defaults})
+  return dataclasses.field(default_factory=dict, metadata={
+      "schema": schema, "defaults": defaults, "derived": derived})
 
 
-def _typed(cls: Any) -> Any:
-  """A field holding a `cls` instance built by `cls.from_mapping` (defaults: `cls()`)."""
+def _typed(cls: Any, build: Any = None) -> Any:
+  """A field holding a `cls` instance built by `build` (default `cls.from_mapping`)
+  from the config's mapping (defaults: `cls()`)."""
   return dataclasses.field(default_factory=cls, metadata={
-      "schema": cls, "defaults": cls, "build": cls.from_mapping})
+      "schema": cls, "defaults": cls, "build": build or cls.from_mapping})
 
 
 # rl.loss: LossConfig's fields less the two filled from elsewhere (rl.policy_loss and
 # credit.negative_unblamed: one name per value).
+STAGE_LENGTH = ("total_steps",)
 LOSS_FIELDS = {f.name: None for f in dataclasses.fields(losses.LossConfig)
                if f.name not in ("policy_loss", "rcca_negative_unblamed")}
 MODEL_FIELDS = {"family": None, **{f.name: None for cls in (LingConfig, LlamaConfig)
@@ -73,7 +83,7 @@ class DataSection:
 
   @property
   def controlled_spec(self) -> controlled.ControlledSpec:
-    return controlled.ControlledSpec.from_mapping(self.controlled)
+    return controlled_spec(self.controlled)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -85,7 +95,8 @@ class SftSection:
   log_every: int = 10    # steps between logged rows
   checkpoint_every: int = 50  # steps between checkpoints
   per_family: int = 0    # at most this many tasks per family (0: all)
-  optimizer: Mapping[str, Any] = _sub(optim.OptimizerConfig)
+  # `total_steps` when absent: the stage's length (`optimizer_config`).
+  optimizer: Mapping[str, Any] = _sub(optim.OptimizerConfig, derived=STAGE_LENGTH)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -111,7 +122,7 @@ class RlSection:
   # `unscorable_retries` times, then the run stops (train/faults.py).
   max_unscorable: float = 0.25
   unscorable_retries: int = 2
-  optimizer: Mapping[str, Any] = _sub(optim.OptimizerConfig)
+  optimizer: Mapping[str, Any] = _sub(optim.OptimizerConfig, derived=STAGE_LENGTH)
   loss: Mapping[str, Any] = _sub(LOSS_FIELDS, defaults=losses.LossConfig)
 
 
@@ -129,7 +140,7 @@ class EvalSection:
   max_new_tokens: int           # sampled tokens per response
   workers: int = 2              # grading processes (or Ray actors)
   num_reports: int = 3          # HTML credit reports written per evaluation
-  evaluator: Mapping[str, Any] = _sub(EvalConfig)
+  evaluator: EvalConfig = _typed(EvalConfig, EvalConfig.from_dict)
   backend: str = "pool"         # "pool": processes on this host | "ray": Ray actors
   ray_address: str = ""         # "": a local Ray instance; else e.g. "ray://head:10001"
   grading_cache: str = ""       # on-disk grading cache directory ("" = off)
@@ -283,6 +294,41 @@ def _build(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
   return cls(**kw)
 
 
+def defaults(cls: type = JobConfig) -> dict[str, Any]:
+  """Every field of `cls` that has a default, nested: a sub-section's fields from its
+  defaults class (those its schema knows); required fields and the free-form `model`
+  and `mesh` are left out."""
+  out: dict[str, Any] = {}
+  kinds = _field_types(cls)
+  for f in dataclasses.fields(cls):
+    if kinds[f.name] is not None:
+      out[f.name] = defaults(kinds[f.name])
+    elif f.metadata.get("defaults") is not None:
+      schema = f.metadata["schema"]
+      known = (set(schema) if isinstance(schema, dict)
+               else {g.name for g in dataclasses.fields(schema)})
+      known -= set(f.metadata.get("derived", ()))
+      out[f.name] = {g.name: _default_of(g) for g in dataclasses.fields(f.metadata["defaults"])
+                     if g.name in known and _default_of(g) is not _MISSING}
+    elif "schema" not in f.metadata and _default_of(f) is not _MISSING:
+      out[f.name] = _default_of(f)
+  return out
+
+
+def _default_of(f: dataclasses.Field) -> Any:
+  if f.default is not _MISSING:
+    return f.default
+  return f.default_factory() if f.default_factory is not _MISSING else _MISSING
+
+
+def defaults_config() -> Any:
+  """A `ml_collections.ConfigDict` of `defaults()`: where an experiment config starts,
+  so that it sets only what differs and every defaulted field can still be overridden
+  (`--config.rl.overlap_steps=1`, an arm's `rl.loss.kl_beta=0.01`)."""
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  return ml_collections.ConfigDict(defaults())
+
+
 # Read by `rcca_jax.ablation` / `rcca_jax.sweep` only.
 RUNNER_SECTIONS = {"arms": None, "ablation": {"arms": None, "bootstrap": None},
                    "sweep": {"settings": None}, "settings": None}
@@ -293,3 +339,82 @@ def job_config(config: Mapping[str, Any]) -> JobConfig:
   first; this raises ValueError on unknown or missing fields)."""
   values = {k: v for k, v in _plain(config).items() if k not in RUNNER_SECTIONS}
   return _build(JobConfig, values, "")
+
+
+# ---- the run's typed parts that need more than the config -------------------------
+
+def load_tokenizer(path: str) -> Any:
+  """A tokenizer directory's (or a checkpoint directory's) tokenizer, or a GGUF file's.
+
+  A directory with a `tokenizer.model` and no `tokenizer.json` is a SentencePiece
+  tokenizer (`data.sentencepiece_tokenizer`); otherwise transformers' AutoTokenizer.
+  """
+  path = resolve_path(path)
+  if path.endswith(".gguf"):
+    from rcca_jax.models import gguf_checkpoint  # pylint: disable=import-outside-toplevel
+    return gguf_checkpoint.load_tokenizer(path)
+  if (os.path.isfile(os.path.join(path, sentencepiece_tokenizer.MODEL_FILE))
+      and not os.path.isfile(os.path.join(path, "tokenizer.json"))):
+    return sentencepiece_tokenizer.SentencePieceTokenizer.from_directory(path)
+  from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
+  return AutoTokenizer.from_pretrained(path)
+
+
+def model_config(job: JobConfig, tokenizer: Any) -> families.ModelConfig:
+  """The model config of `job.model` (`model_from_fields` with the tokenizer)."""
+  return model_from_fields(job.model, tokenizer)
+
+
+def model_from_fields(model: Mapping[str, Any], tokenizer: Any = None
+                      ) -> families.ModelConfig:
+  """The model config of `model` fields (`family` picks the class, default Ling):
+  `vocab_size` 0 takes the tokenizer's (rounded up to a multiple of 64), pad/eos ids
+  come from the tokenizer; without one (the config check) a placeholder vocabulary."""
+  fields = dict(model)
+  if tokenizer is None:
+    fields["vocab_size"] = fields.get("vocab_size") or 64
+    return families.config_from_fields(fields)
+  if not fields.get("vocab_size"):
+    fields["vocab_size"] = -(-len(tokenizer) // 64) * 64
+  if fields["vocab_size"] < len(tokenizer):
+    raise ValueError(f"model.vocab_size={fields['vocab_size']} is smaller than the "
+                     f"tokenizer's {len(tokenizer)} tokens")
+  fields["pad_token_id"] = chat.pad_id(tokenizer)
+  fields["eos_token_id"] = chat.eos_ids(tokenizer)[0]
+  return families.config_from_fields(fields)
+
+
+def controlled_spec(fields: Mapping[str, Any]) -> controlled.ControlledSpec:
+  """`data.controlled` less its `path`: the controlled setting's spec."""
+  return controlled.ControlledSpec.from_mapping(
+      {k: v for k, v in fields.items() if k != "path"})
+
+
+def optimizer_config(values: Mapping[str, Any], num_steps: int) -> optim.OptimizerConfig:
+  """A stage's optimizer: `values` (`sft.optimizer` / `rl.optimizer`) with the schedule
+  as long as the stage's `num_steps` unless `total_steps` is set."""
+  fields = dict(values)
+  fields.setdefault("total_steps", max(num_steps, 1))
+  fields["total_steps"] = max(fields["total_steps"], 1)
+  fields["warmup_steps"] = min(fields.get("warmup_steps", optim.OptimizerConfig.warmup_steps),
+                               fields["total_steps"])
+  return optim.OptimizerConfig.from_mapping(fields)
+
+
+def update_config(rl: RlSection) -> updates_lib.UpdateConfig:
+  return updates_lib.UpdateConfig(
+      num_iterations=rl.num_iterations, mini_batches=rl.mini_batches,
+      recompute_old_logprobs=rl.recompute_old_logprobs)
+
+
+def loss_config(job: JobConfig) -> losses.LossConfig:
+  """The job's policy loss (`loss_fields`)."""
+  return losses.LossConfig.from_mapping(
+      loss_fields(job.rl.loss, job.rl.policy_loss, job.credit.negative_unblamed))
+
+
+def loss_fields(loss: Mapping[str, Any], policy_loss: Any, negative_unblamed: Any
+                ) -> dict[str, Any]:
+  """`LossConfig`'s fields: `rl.loss` with `rl.policy_loss` and
+  `credit.negative_unblamed` (each value's one name)."""
+  return {**loss, "policy_loss": policy_loss, "rcca_negative_unblamed": negative_unblamed}

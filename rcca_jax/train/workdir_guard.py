@@ -14,6 +14,7 @@ is allowed: by the caller's `allow` patterns, or as a longer `sft.num_steps` /
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import errno
 import fcntl
@@ -25,6 +26,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from rcca_jax.data import jsonl
 from rcca_jax.train import run_log
+from rcca_jax.train import sections
 
 LOCK_FILE = ".lock"
 CONFIG_FILE = "job_config.json"
@@ -128,15 +130,28 @@ def _matches(name: str, patterns: Sequence[str]) -> bool:
   return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
+def _value(leaves: Mapping[str, Any], name: str) -> Any:
+  """A field's value, its section default when absent (a config written before the
+  field had it), else `<absent>`."""
+  if name in leaves:
+    return leaves[name]
+  try:
+    found = sections.default(name)
+  except KeyError:
+    return _ABSENT
+  return _ABSENT if found is dataclasses.MISSING else _normalized({"v": found})["v"]
+
+
 def config_changes(saved: Mapping[str, Any], config: Mapping[str, Any]
                    ) -> list[tuple[str, Any, Any]]:
   """(dotted field, saved value, new value) of every field that differs, sorted; a
-  field on one side only has `<absent>` on the other; IGNORED_FIELDS are left out."""
+  field on one side only is compared with its default (`<absent>` without one);
+  IGNORED_FIELDS are left out."""
   old, new = dict(_leaves(saved)), dict(_leaves(config))
-  return [(name, old.get(name, _ABSENT), new.get(name, _ABSENT))
-          for name in sorted(old.keys() | new.keys())
-          if old.get(name, _ABSENT) != new.get(name, _ABSENT)
-          and not _matches(name, IGNORED_FIELDS)]
+  changes = [(name, _value(old, name), _value(new, name))
+             for name in sorted(old.keys() | new.keys())
+             if not _matches(name, IGNORED_FIELDS)]
+  return [change for change in changes if change[1] != change[2]]
 
 
 def _allowed(change: tuple[str, Any, Any], allow: Sequence[str]) -> bool:
@@ -184,3 +199,19 @@ def _save(path: str, config: Mapping[str, Any]) -> None:
   with jsonl.atomic_writer(path) as f:
     json.dump(config, f, indent=1, sort_keys=True)
     f.write("\n")
+
+
+def claim(workdir: str, config: Mapping[str, Any], *, check_config: bool,
+          allow: Sequence[str] = ()) -> WorkdirLock:
+  """The work directory's lock, taken (WorkdirLocked while another job holds it), and,
+  with `check_config`, `config` checked against the saved one (ConfigChanged, the lock
+  released)."""
+  lock = WorkdirLock(workdir)
+  lock.acquire()
+  if check_config:
+    try:
+      check_saved_config(workdir, config, allow=allow)
+    except ConfigChanged:
+      lock.release()
+      raise
+  return lock

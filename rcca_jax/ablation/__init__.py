@@ -1,0 +1,148 @@
+"""The runs of the GRPO-vs-RCCA ablation over seeds (docs/ablation.md): the SFT and
+arm configs of each seed and their checks, and the stages trained in order, resumably.
+
+`python -m rcca_jax.ablation` (`__main__.py`) is the command; it also runs sweeps
+(`rcca_jax.sweep`), one ablation per setting.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+import shutil
+import time
+from typing import Any
+
+import ml_collections
+
+from rcca_jax.overrides import parse_overrides, set_field
+from rcca_jax.train import sections
+from rcca_jax.train.run_log import read_rows
+
+
+def arm_names(config: ml_collections.ConfigDict) -> list[str]:
+  names = [a.strip() for a in config.ablation.arms.split(",") if a.strip()]
+  unknown = [a for a in names if a not in config.arms]
+  if unknown or not names:
+    raise ValueError(f"ablation.arms: unknown arms {unknown} (defined: {list(config.arms)})")
+  return names
+
+
+def sft_config(config: ml_collections.ConfigDict, seed: int) -> ml_collections.ConfigDict:
+  c = copy.deepcopy(config)
+  c.seed = config.seed + seed
+  c.rl.num_steps = 0
+  return c
+
+
+def arm_config(config: ml_collections.ConfigDict, seed: int, arm: str
+               ) -> ml_collections.ConfigDict:
+  c = copy.deepcopy(config)
+  c.seed = config.seed + seed
+  c.eval.after_sft = False  # the SFT run's evaluation is every arm's step 0
+  for name, value in parse_overrides(config.arms[arm]):
+    set_field(c, name, value)
+  return c
+
+
+def check_configs(config: ml_collections.ConfigDict, seeds: int) -> list[str]:
+  """Validates the arms, their overrides, the SFT config and every arm's config before
+  any work; returns the arm names (`ConfigError` lists every problem, each prefixed
+  with the run it is about)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from rcca_jax.train import config_check  # pylint: disable=import-outside-toplevel
+  problems, arms = [], []
+  try:
+    arms = arm_names(config)
+  except ValueError as e:
+    problems.append(str(e))
+  runs = [("sft", lambda: sft_config(config, 0))] + [
+      (arm, functools.partial(arm_config, config, 0, arm)) for arm in arms]
+  for name, make in runs:
+    try:
+      problems += [f"[{name}] {p}" for p in config_check.problems(
+          make(), num_devices=jax.device_count())]
+    except ValueError as e:
+      problems.append(f"[{name}] {e}")
+  if seeds < 1:
+    problems.append(f"--seeds={seeds}: at least one seed")
+  if problems:
+    raise config_check.ConfigError(problems)
+  return arms
+
+
+def _done(workdir: str, stage: str, step: int) -> bool:
+  return any(r.get("stage") == stage and r.get("step") == step
+             for r in read_rows(workdir))
+
+
+def _run(config: ml_collections.ConfigDict, workdir: str) -> float:
+  """Trains one run; a policy that diverges (non-finite log-probs or updates, skipped
+  `max_nonfinite_in_row` times in a row: train/faults.py) ends its run with
+  `ablation_report.DIVERGED` written, so the sweep goes on and a resume does not repeat
+  it."""
+  from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
+  from rcca_jax.rl import batching  # pylint: disable=import-outside-toplevel
+  from rcca_jax.train import faults  # pylint: disable=import-outside-toplevel
+  from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
+  t0 = time.time()
+  try:
+    trainer_lib.Trainer(config, workdir).train()
+  except (batching.NonFiniteBatch, faults.NonFiniteStop) as e:
+    steps = [int(r["step"]) for r in read_rows(workdir) if r.get("stage") == "rl"]
+    with open(os.path.join(workdir, ablation_report.DIVERGED), "w", encoding="utf-8") as f:
+      json.dump({"error": str(e), "rl_steps_done": max(steps, default=0)}, f)
+    print(f"{workdir}: diverged after RL step {max(steps, default=0)} ({e})", flush=True)
+  return time.time() - t0
+
+
+def run(config: ml_collections.ConfigDict, workdir: str, seeds: int) -> dict[str, Any]:
+  """Trains what is missing, then writes and returns the summary."""
+  from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
+  os.makedirs(workdir, exist_ok=True)
+  config = copy.deepcopy(config)
+  if (sections.value(config, "data.setting") == "controlled"
+      and not sections.value(config, "data.controlled.path")):
+    config.data.controlled.path = os.path.join(os.path.abspath(workdir),
+                                               "controlled_tasks.jsonl")
+  if not sections.value(config, "eval.grading_cache"):
+    config.eval.grading_cache = os.path.join(os.path.abspath(workdir), "grading_cache")
+  arms = check_configs(config, seeds)
+  walls = load_walls(workdir)
+  for seed in range(seeds):
+    sft_dir = os.path.join(workdir, f"seed_{seed}", "sft")
+    if not _done(sft_dir, "sft", config.sft.num_steps) or (
+        config.eval.enabled and not _done(sft_dir, "eval", config.sft.num_steps)):
+      walls[f"seed_{seed}/sft"] = walls.get(f"seed_{seed}/sft", 0.0) + _run(
+          sft_config(config, seed), sft_dir)
+      _save_walls(workdir, walls)
+    for arm in arms:
+      arm_dir = os.path.join(workdir, f"seed_{seed}", arm)
+      if _done(arm_dir, "rl", config.rl.num_steps) or os.path.exists(
+          os.path.join(arm_dir, ablation_report.DIVERGED)):
+        continue
+      target = os.path.join(arm_dir, "checkpoints", "sft")
+      if not os.path.exists(target):
+        shutil.copytree(os.path.join(sft_dir, "checkpoints", "sft"), target)
+      key = f"seed_{seed}/{arm}"
+      walls[key] = walls.get(key, 0.0) + _run(arm_config(config, seed, arm), arm_dir)
+      _save_walls(workdir, walls)
+  summary = ablation_report.collect(workdir, arms, seeds, config)
+  summary["wall_s"] = walls
+  ablation_report.write_all(workdir, summary)
+  return summary
+
+
+def load_walls(workdir: str) -> dict[str, float]:
+  path = os.path.join(workdir, "wall_times.json")
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  return {}
+
+
+def _save_walls(workdir: str, walls: dict[str, float]) -> None:
+  with open(os.path.join(workdir, "wall_times.json"), "w", encoding="utf-8") as f:
+    json.dump(walls, f, indent=1)

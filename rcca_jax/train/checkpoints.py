@@ -1,0 +1,139 @@
+"""A job's checkpoints (orbax, under `DIR/checkpoints/`): the `sft/` and `rl/` stages
+and `best/` (keep-best), their restore, save and lifecycle; layout in
+`train.trainer`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+
+from rcca_jax.data.selection import resolve_path
+from rcca_jax.rl import checkpoint as checkpoint_lib
+from rcca_jax.rl import optim
+from rcca_jax.rl import train_step
+from rcca_jax.train import faults
+from rcca_jax.train import sections
+
+
+def all_finite(tree: Any) -> bool:
+  """Whether every floating-point leaf of `tree` is finite (one device reduction)."""
+  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
+            if jnp.issubdtype(x.dtype, jnp.floating)]
+  return bool(jax.device_get(jnp.all(jnp.stack(leaves)))) if leaves else True
+
+
+@dataclasses.dataclass
+class Stage:
+  """A training stage: its checkpoints, optimizer and length (RL: in RL steps)."""
+  name: str
+  checkpointer: checkpoint_lib.Checkpointer
+  opt_config: optim.OptimizerConfig
+  num_steps: int
+
+
+class Checkpoints:
+  """The stages `sft` and `rl` and, with `checkpoint.keep_best`, `best`. `target`
+  gives the abstract TrainState of an optimizer (restore targets); an RL TrainState
+  counts optimizer updates, `updates_per_batch` per RL step."""
+
+  def __init__(self, workdir: str, job: sections.JobConfig,
+               target: Callable[[optim.OptimizerConfig], train_step.TrainState],
+               updates_per_batch: int):
+    self.workdir, self.job, self._target = workdir, job, target
+    self.sft = Stage("sft", self._checkpointer("sft"),
+                     sections.optimizer_config(job.sft.optimizer, job.sft.num_steps),
+                     job.sft.num_steps)
+    self.rl = Stage("rl", self._checkpointer("rl"),
+                    sections.optimizer_config(job.rl.optimizer,
+                                     job.rl.num_steps * updates_per_batch),
+                    job.rl.num_steps)
+    self.keep_best = bool(job.checkpoint.keep_best)
+    self.best = self._checkpointer("best", max_to_keep=1) if self.keep_best else None
+
+  def _checkpointer(self, stage: str, max_to_keep: Optional[int] = None
+                    ) -> checkpoint_lib.Checkpointer:
+    c = self.job.checkpoint
+    return checkpoint_lib.Checkpointer(
+        os.path.join(self.workdir, "checkpoints", stage),
+        max_to_keep=max_to_keep or c.max_to_keep, async_save=c.async_save)
+
+  def reopen(self) -> None:
+    """New checkpointers after `close`."""
+    for stage in (self.sft, self.rl):
+      stage.checkpointer = self._checkpointer(stage.name)
+    if self.keep_best:
+      self.best = self._checkpointer("best", max_to_keep=1)
+
+  def close(self) -> None:
+    """Waits for pending saves and closes every checkpointer."""
+    for stage in (self.sft, self.rl):
+      stage.checkpointer.close()
+    if self.best is not None:
+      self.best.close()
+
+  def restore(self, stage: Stage, step: Optional[int] = None):
+    """(state, data position) of `stage`'s checkpoint `step` (default: the latest)."""
+    return stage.checkpointer.restore(self._target(stage.opt_config), step)
+
+  def restore_latest(self, stage: Stage) -> Optional[tuple[Any, dict, int]]:
+    """(state, data position, step) of `stage`'s newest checkpoint that restores (a
+    broken newer one is set aside with a warning); None without any."""
+    if stage.checkpointer.latest_step() is None:
+      return None
+    return stage.checkpointer.restore_latest_good(self._target(stage.opt_config))
+
+  def restore_from(self, directory: str, stage: Stage):
+    """(state, data position) of the latest checkpoint in another directory, read as a
+    `stage` state (e.g. a KL reference: OTHER/checkpoints/sft)."""
+    other = dataclasses.replace(stage, checkpointer=checkpoint_lib.Checkpointer(
+        resolve_path(directory), async_save=False))
+    return self.restore(other)
+
+  def reference_state(self, path: str):
+    """The KL reference's state when it is a checkpoint of this project: the one `path`
+    (`rl.reference`) names, else this run's final SFT state; None when neither
+    exists."""
+    if path:
+      return self.restore_from(path, self.sft)[0]
+    if self.sft.checkpointer.latest_step() is not None:
+      return self.restore(self.sft)[0]
+    return None
+
+  def save(self, stage: Stage, state, position: dict, *, every: int,
+           force: bool = False, done: Optional[int] = None) -> bool:
+    """Saves every `every` steps (`done`: steps done, default the state's) or when
+    `force`d; whether it saved. A state with a non-finite leaf is never saved:
+    RunStopped."""
+    step = int(jax.device_get(state.step)) if done is None else done
+    if not force and step % every:
+      return False
+    if not all_finite((state.params, state.opt_state, state.model_state)):
+      raise faults.RunStopped(
+          f"{stage.name} step {step}: non-finite parameters or optimizer state, not "
+          f"saved; last checkpoint: step {stage.checkpointer.latest_step()}")
+    stage.checkpointer.save(state, position, force=True)
+    return True
+
+  def state_for(self, which: str, fresh: Callable[[optim.OptimizerConfig], Any]
+                ) -> tuple[str, train_step.TrainState]:
+    """(stage name, state) to evaluate: "latest" (RL if any, else SFT), "rl", "sft",
+    "best" (the RL state of the best dev reward) or "base" (no checkpoint: `fresh`, the
+    initial, `init_from_hf` or `init_from_gguf` parameters)."""
+    if which == "base":
+      return "base", fresh(self.sft.opt_config)
+    if which == "best":
+      if self.best is None or self.best.latest_step() is None:
+        raise FileNotFoundError(
+            f"no best checkpoint under {self.workdir}/checkpoints/best (a run with "
+            "checkpoint.keep_best=True saves one after its dev evaluations)")
+      return "best", self.restore(dataclasses.replace(self.rl, checkpointer=self.best))[0]
+    stages = {"latest": (self.rl, self.sft), "rl": (self.rl,), "sft": (self.sft,)}[which]
+    for stage in stages:
+      if stage.checkpointer.latest_step() is not None:
+        return stage.name, self.restore(stage)[0]
+    what = "" if which == "latest" else f"{which} "
+    raise FileNotFoundError(f"no {what}checkpoint under {self.workdir}/checkpoints")

@@ -1,0 +1,229 @@
+"""What a job runs, built once from its config: the policy and its mesh, the sampler
+(rollout role), the compiled train and log-prob programs (actor), the frozen KL
+reference, and the grader (the browser pool behind the grading cache) — tunix's roles
+in one object, the trainer's only way to the devices and the browsers."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rcca_jax.credit.localize import POST_PROCESS
+from rcca_jax.data import chat
+from rcca_jax.data.selection import resolve_path
+from rcca_jax.evaluation.grader import Grader, make_grader
+from rcca_jax.evaluation.pool import Job
+from rcca_jax.models import families
+from rcca_jax.models import gguf_checkpoint
+from rcca_jax.models import safetensors_io
+from rcca_jax.parallel import mesh as mesh_lib
+from rcca_jax.parallel import multihost
+from rcca_jax.rl import logprobs as logprobs_lib
+from rcca_jax.rl import optim
+from rcca_jax.rl import train_step
+from rcca_jax.sampling import JaxSampler, Sampler
+from rcca_jax.train import rollouts as rollouts_lib
+from rcca_jax.train import run_log
+from rcca_jax.train import sections
+from rcca_jax.train import site_metrics as site_metrics_lib
+
+
+def step_seed(rng: jax.Array, step: int) -> int:
+  """A sampling seed from the run's PRNG key and the step."""
+  key = jax.random.fold_in(jnp.asarray(rng), step)
+  return int(jax.random.randint(key, (), 0, 2**31 - 1))
+
+
+class Programs:
+  """The tokenizer, the policy (`fmodel`, `model_cfg`), its meshes, sampler, compiled
+  programs and grader. `sampler` and `grader` replace the in-process `JaxSampler` and the browser
+  `EvalPool`."""
+
+  def __init__(self, job: sections.JobConfig, *, sampler: Optional[Sampler] = None,
+               grader: Optional[Grader] = None):
+    self.job = job
+    tokenizer_path = job.data.tokenizer or job.pretrained_source
+    if not tokenizer_path:
+      raise ValueError("config.data.tokenizer is empty (and there is no init_from_hf or "
+                       "init_from_gguf checkpoint to take the tokenizer from)")
+    self.tokenizer = sections.load_tokenizer(tokenizer_path)
+    self.model_cfg = sections.model_config(job, self.tokenizer)
+    self.pad_id = chat.pad_id(self.tokenizer)
+    self.mesh = mesh_lib.make_mesh(dict(job.mesh)) if jax.device_count() > 1 else None
+    self.sample_mesh = multihost.sampling_mesh(self.mesh)  # this process's devices
+    if job.pretrained_source:  # a pretrained checkpoint (Ling, llama, qwen2, ...)
+      model = self.load_pretrained(job.pretrained_source)
+      self.model_cfg = model.config
+    else:
+      model = families.build(self.model_cfg, nnx.Rngs(job.seed))
+    self.fmodel = train_step.FunctionalModel(model)
+    # An RL TrainState counts optimizer updates: `updates_per_batch` per RL step.
+    self.updates = sections.update_config(job.rl)
+    self._grader, self._sampler = grader, sampler
+    self._logprobs: Optional[Any] = None
+
+  def load_pretrained(self, path: str) -> nnx.Module:
+    """A Hugging Face checkpoint directory's model (the class its model_type names) or
+    a GGUF file's: the checkpoint gives the architecture, `config.model` how JAX
+    computes it."""
+    path = resolve_path(path)
+    gguf = path.endswith(".gguf")
+    family = ("llama" if gguf else
+              families.family_of(safetensors_io.read_config(path), path))
+    runtime = families.runtime_overrides(family, self.job.model,
+                                         exclude=("dtype", "param_dtype"))
+    dtype = jnp.dtype(self.job.model.get("param_dtype", "float32"))
+    if gguf:
+      return gguf_checkpoint.load(path, dtype=dtype, **runtime)
+    return families.from_hf(path, dtype=dtype, **runtime)
+
+  # ---- grader ----------------------------------------------------------------------
+
+  def grader(self) -> Grader:
+    """The grader (started on first use): evaluator records localized by
+    `credit.localize` in its workers."""
+    if self._grader is None:
+      e = self.job.eval
+      self._grader = make_grader(e.evaluator,
+                                 workers=e.workers, post_process=POST_PROCESS,
+                                 backend=e.backend, ray_address=e.ray_address,
+                                 cache_dir=e.grading_cache)
+    return self._grader
+
+  def close_grader(self) -> None:
+    if self._grader is not None:
+      self._grader.close()  # reusable: a later run starts its workers again
+
+  def grade_pairs(self, pairs) -> list[dict]:
+    """Evaluation records of (task, response) pairs (the controlled set's scorer)."""
+    jobs = [Job(task=t, response=text, sample_id=i) for i, (t, text) in enumerate(pairs)]
+    return list(self.grader().run(jobs, progress=False))
+
+  def cache_counts(self) -> dict[str, int]:
+    """The grading cache's cumulative hits and misses (empty without a cache)."""
+    stats = self.grader().stats
+    return {k: stats[k] for k in ("cache_hits", "cache_misses", "cache_write_errors")
+            if k in stats}
+
+  def cache_row(self, before: dict[str, int]) -> dict[str, float]:
+    """`cache_hits` and `cache_hit_rate` since `before` (`cache_counts`); {} without a
+    cache."""
+    if not before:
+      return {}
+    now = self.cache_counts()
+    hits = now["cache_hits"] - before["cache_hits"]
+    jobs = hits + now["cache_misses"] - before["cache_misses"]
+    return {"cache_hits": float(hits), "cache_hit_rate": hits / jobs if jobs else 0.0,
+            "cache_write_errors": float(now["cache_write_errors"]
+                                        - before["cache_write_errors"])}
+
+  # ---- states and programs -----------------------------------------------------------
+
+  def _shardings(self, opt_config: optim.OptimizerConfig):
+    if self.mesh is None:
+      return None
+    return train_step.state_shardings(self.fmodel, opt_config, self.mesh)
+
+  def fresh_state(self, opt_config: optim.OptimizerConfig) -> train_step.TrainState:
+    return train_step.init_state(self.fmodel, opt_config, self.job.seed,
+                                 self._shardings(opt_config))
+
+  def abstract_state(self, opt_config: optim.OptimizerConfig) -> train_step.TrainState:
+    return train_step.abstract_state(self.fmodel, opt_config, self._shardings(opt_config))
+
+  def sampler(self, state) -> Sampler:
+    """The run's sampler (built once), given `state`'s weights."""
+    weights = (state.params, state.model_state)
+    if self.sample_mesh is not self.mesh:  # several processes: a copy on this one's devices
+      weights = multihost.local_copy(weights, self.fmodel.shardings(self.sample_mesh))
+    model = self.fmodel.merge(*weights)
+    if self._sampler is None:
+      self._sampler = JaxSampler(model, mesh=self.sample_mesh, pad_id=self.pad_id)
+    else:
+      self._sampler.update_weights(model)
+    return self._sampler
+
+  def sample_rollouts(self, state, prompts: list, step: int) -> list:
+    """RL step `step`'s rollouts of this process's share of `prompts`, sampled with
+    `state` (`rl.group_size` each; the seed from the state's PRNG key and the step)."""
+    r = self.job.rl
+    return rollouts_lib.sample(
+        self.sampler(state), self.tokenizer,
+        multihost.prompt_share(self.mesh, prompts, r.group_size), n=r.group_size,
+        max_new_tokens=r.max_new_tokens, temperature=r.temperature,
+        seed=(step_seed(state.rng, step) + 7919 * jax.process_index()) % (2**31 - 1))
+
+  def step_config(self) -> train_step.StepConfig:
+    return train_step.StepConfig(micro_batches=self.job.micro_batches,
+                                 logits_chunk=self.job.logits_chunk)
+
+  def compile(self, objective, opt_config: optim.OptimizerConfig):
+    """The jitted update of `objective` (batches: this process's rows)."""
+    step, _ = train_step.build_step(self.fmodel, objective, opt_config,
+                                    self.step_config(), self.mesh)
+    return multihost.feed_global(step, self.mesh)
+
+  def logprob_fn(self):
+    """Log-probs of a whole rollout batch, in slices as large as the step's (built
+    once: RL and the site metrics share its compiled program)."""
+    if self._logprobs is None:
+      micro = self.job.micro_batches * self.updates.mini_batches
+      self._logprobs = multihost.local_logprobs(logprobs_lib.compile_logprob_fn(
+          self.fmodel, self.step_config(), micro, self.mesh), self.mesh)
+    return self._logprobs
+
+  def reference(self, saved: Optional[train_step.TrainState],
+                opt_config: optim.OptimizerConfig) -> logprobs_lib.Reference:
+    """The frozen KL reference: a pretrained model when `rl.reference` names one (a
+    Hugging Face directory or a GGUF file: `names_pretrained_reference`), else `saved`
+    (the checkpoint it names, or this run's final SFT state; None: the initial
+    parameters, of a fresh state of `opt_config`)."""
+    if self.names_pretrained_reference():
+      path = self.job.rl.reference
+      ref = train_step.FunctionalModel(self.load_pretrained(path))
+      params, model_state = ref.params, ref.model_state
+      if self.mesh is not None:
+        params, model_state = jax.device_put((params, model_state),
+                                             self.fmodel.shardings(self.mesh))
+    else:
+      if saved is None:
+        saved = self.fresh_state(opt_config)
+      params, model_state = saved.params, saved.model_state
+    return logprobs_lib.Reference(params, model_state, self.logprob_fn())
+
+  def names_pretrained_reference(self) -> bool:
+    path = self.job.rl.reference
+    return bool(path) and (path.endswith(".gguf") or os.path.exists(
+        os.path.join(resolve_path(path), "config.json")))
+
+  def site_metrics(self, state, tasks: list) -> dict[str, Any]:
+    """The exact site metrics of `tasks` under `state` (`train.site_metrics`; {} when
+    no task has sites), scored in RL-step-shaped batches ([prompts_per_step x
+    group_size, max_prompt_len + max_new_tokens]). Every process calls it (the batch
+    is split over the processes like an RL batch)."""
+    r = self.job.rl
+
+    def score(batch):
+      block = multihost.process_rows(self.mesh, len(batch["input_ids"]))
+      local = {k: v[block] for k, v in batch.items()}
+      logp = self.logprob_fn()(state.params, state.model_state, local)
+      sums = np.asarray(logp, np.float64).sum(-1)
+      if not multihost.is_multi_process():
+        return sums
+      parts = multihost.allgather_json([block.start, sums.tolist()])
+      return np.concatenate([np.asarray(x) for _, x in sorted(parts)])
+
+    t0 = time.time()
+    out = site_metrics_lib.evaluate_sites(
+        score, self.tokenizer, tasks, rows=r.prompts_per_step * r.group_size,
+        max_len=r.max_prompt_len + r.max_new_tokens, pad_id=self.pad_id)
+    if out.get("sites_skipped"):
+      run_log.note("site metrics: %d sites left out (sequence longer than %d tokens)",
+                   out["sites_skipped"], r.max_prompt_len + r.max_new_tokens)
+    return {**out, "sites_s": time.time() - t0} if out else out
