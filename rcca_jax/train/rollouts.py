@@ -14,7 +14,7 @@ The RCCA effective weights are computed inside the loss from `wbar` and the adva
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -127,11 +127,12 @@ def unscorable_rows(rollouts: Sequence[Rollout]) -> list[int]:
 
 
 def settle_unscorable(pool: Grader, rollouts: Sequence[Rollout], *, step: int,
-                      max_share: float, retries: int, last_checkpoint: str) -> int:
+                      max_share: float, retries: int,
+                      last_checkpoint: Callable[[], str]) -> int:
   """Grades the unscorable rollouts again while their share of the step (over every
   process) exceeds `max_share` (`rl.max_unscorable`), at most `retries` times; how
   many times. Still over: `faults.RunStopped` (the step is not applied; its message
-  names `last_checkpoint`)."""
+  names `last_checkpoint()`)."""
   for attempt in range(retries + 1):
     rows = unscorable_rows(rollouts)
     counts = [(len(rows), len(rollouts))]
@@ -148,7 +149,7 @@ def settle_unscorable(pool: Grader, rollouts: Sequence[Rollout], *, step: int,
   raise faults.RunStopped(
       f"RL step {step}: {bad} of {total} responses unscorable after {retries} more "
       f"gradings (rl.max_unscorable={max_share:g}; first: {first}); the step was not "
-      f"applied, last checkpoint: {last_checkpoint}")
+      f"applied, last checkpoint: {last_checkpoint()}")
 
 
 def step_row(rollouts: Sequence[Rollout], blame: str, controlled: bool,

@@ -216,20 +216,20 @@ def schema_of(cls: type) -> dict[str, Any]:
 
 def default(path: str) -> Any:
   """The default of a dotted field (`rl.overlap_steps`), `rl.loss.*` included;
-  MISSING for a required field, KeyError for an unknown one."""
+  MISSING for a required field or one derived from elsewhere when absent (an
+  optimizer's `total_steps`: the stage's length), KeyError for an unknown one."""
   cls: Any = JobConfig
+  derived: tuple[str, ...] = ()
   parts = path.split(".")
   for i, part in enumerate(parts):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     if part not in fields:
       raise KeyError(path)
     f = fields[part]
-    section = _field_types(cls)[part]
     if i == len(parts) - 1:
-      if f.default is not _MISSING:
-        return f.default
-      return f.default_factory() if f.default_factory is not _MISSING else _MISSING
-    cls = section or f.metadata.get("defaults")
+      return _MISSING if part in derived else _default_of(f)
+    derived = f.metadata.get("derived", ())
+    cls = _field_types(cls)[part] or f.metadata.get("defaults")
     if cls is None:
       raise KeyError(path)
   raise KeyError(path)

@@ -256,7 +256,7 @@ class Trainer:
     times = parts.source.grade(rollouts, state, step)
     regraded = rollouts_lib.settle_unscorable(
         p.grader(), rollouts, step=step + 1, max_share=r.max_unscorable,
-        retries=r.unscorable_retries, last_checkpoint=self._last_rl_checkpoint())
+        retries=r.unscorable_retries, last_checkpoint=self._last_rl_checkpoint)
     rollouts_lib.assign_weights(rollouts, weights=self.credit_weights,
                                 blame=self.credit.blame)
     cache_row, t2 = p.cache_row(cached), time.time()
