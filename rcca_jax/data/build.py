@@ -21,36 +21,15 @@ import time
 from collections.abc import Sequence
 
 from rcca_jax.data import tasks as tasks_lib
+from rcca_jax.data.draws import CORPUS_STREAM, draw_unique
 from rcca_jax.data import train_tokenizer
-from rcca_jax.data.families import FAMILIES, Family
+from rcca_jax.data.families import FAMILIES
 
 TEST_FAMILIES = ("bmi_calculator", "poll", "countdown_timer", "carousel")
 TRAIN_PER_FAMILY = 88
 DEV_PER_FAMILY = 5
 TEST_PER_FAMILY = 55
 EXAMPLES = "data/examples/tasks.jsonl"
-_MAX_DRAWS_PER_TASK = 20  # a family that cannot produce enough distinct requests fails
-
-
-def draw_unique(family: Family, seed: int, count: int) -> list[tasks_lib.Task]:
-  """`count` tasks of `family` with pairwise distinct requests, ids `NAME-00000`..."""
-  rng = random.Random(f"rcca-corpus:{seed}:{family.name}")
-  out: list[tasks_lib.Task] = []
-  seen: set[str] = set()
-  for _ in range(count * _MAX_DRAWS_PER_TASK):
-    if len(out) == count:
-      break
-    draft = family.draft(rng)
-    if draft.request in seen:
-      continue
-    seen.add(draft.request)
-    out.append(family.to_task(draft, len(out)))
-  if len(out) < count:
-    raise RuntimeError(f"family {family.name}: only {len(out)} distinct requests of "
-                       f"{count} wanted")
-  return out
-
-
 def build_splits(seed: int = 0, train_per_family: int = TRAIN_PER_FAMILY,
                  dev_per_family: int = DEV_PER_FAMILY,
                  test_per_family: int = TEST_PER_FAMILY) -> dict[str, list[tasks_lib.Task]]:
@@ -66,7 +45,7 @@ def build_splits(seed: int = 0, train_per_family: int = TRAIN_PER_FAMILY,
       drawn = draw_unique(FAMILIES[name], seed, train_per_family + dev_per_family)
       splits["train"] += drawn[:train_per_family]
       splits["dev"] += drawn[train_per_family:]
-  random.Random(f"rcca-corpus:{seed}:shuffle").shuffle(splits["train"])
+  random.Random(f"{CORPUS_STREAM}:{seed}:shuffle").shuffle(splits["train"])
   return splits
 
 

@@ -3,7 +3,7 @@
 import functools
 import os
 import pathlib
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from rcca_jax.data import tasks as tasks_lib
 
@@ -27,9 +27,17 @@ def select_tasks(path: str, *, families: Sequence[str] = (), limit: int = 0,
                  per_family: int = 0, need_reference: bool = False) -> list[tasks_lib.Task]:
   """Tasks of `path`, optionally only `families`, at most `per_family` of each family
   and `limit` in all (0: no limit), in file order."""
+  return cap_tasks(load_task_file(path), where=path, families=families, limit=limit,
+                   per_family=per_family, need_reference=need_reference)
+
+
+def cap_tasks(tasks: Iterable[tasks_lib.Task], *, where: str, families: Sequence[str] = (),
+              limit: int = 0, per_family: int = 0,
+              need_reference: bool = False) -> list[tasks_lib.Task]:
+  """`select_tasks` over any sequence of tasks (`where` names it in the error)."""
   counts: dict[str, int] = {}
   out = []
-  for task in load_task_file(path):
+  for task in tasks:
     family = tasks_lib.family_of(task)
     if (families and family not in families) or (need_reference and not task.reference):
       continue
@@ -40,5 +48,5 @@ def select_tasks(path: str, *, families: Sequence[str] = (), limit: int = 0,
     if limit and len(out) >= limit:
       break
   if not out:
-    raise ValueError(f"{path}: no tasks left after selecting families {list(families)}")
+    raise ValueError(f"{where}: no tasks left after selecting families {list(families)}")
   return out

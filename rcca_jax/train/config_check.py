@@ -30,6 +30,8 @@ from typing import Any, Mapping, Optional, Sequence
 import ml_collections
 
 from rcca_jax.credit import blame
+from rcca_jax.data import draws
+from rcca_jax.data.families import FAMILIES
 from rcca_jax.data.selection import load_task_file, resolve_path
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import BACKENDS
@@ -177,6 +179,7 @@ def _check_sections(c: _Collector) -> None:
       sections.controlled_spec(dict(c.get("data.controlled") or {}))
     except (TypeError, ValueError) as e:
       c.add(f"data.controlled: {e}")
+  _check_fresh(c, setting)
   model = dict(c.get("model") or {})
   try:
     sections.model_from_fields(model)  # the vocabulary is the tokenizer's at run time
@@ -221,6 +224,32 @@ def _check_ranges(c: _Collector) -> None:
       and cap < direct):
     c.add(f"credit.cap={cap!r} must be >= credit.direct={direct!r} (the cap bounds the "
           "accumulated weight)")
+
+
+def _fresh_spec(c: _Collector) -> Optional[draws.FreshSpec]:
+  """`data.fresh` as the job builds it (None, reported, when it does not build)."""
+  known = {f.name for f in dataclasses.fields(draws.FreshSpec)}
+  try:  # unknown fields are reported once, above
+    return draws.FreshSpec(**{k: v for k, v in dict(c.get("data.fresh") or {}).items()
+                              if k in known})
+  except (TypeError, ValueError) as e:
+    c.add(f"data.fresh: {e}")
+    return None
+
+
+def _check_fresh(c: _Collector, setting: Any) -> None:
+  """`data.fresh`: its spec, and families to draw in the natural setting."""
+  spec = _fresh_spec(c)
+  if spec is None or not spec.enabled:
+    return
+  families = tuple(c.get("data.families") or ())
+  unknown = sorted(set(families) - set(FAMILIES))
+  if setting != "natural":
+    c.add("data.fresh draws natural-setting tasks: it needs data.setting='natural'")
+  elif not families:
+    c.add("data.fresh needs data.families (the families whose generators it draws)")
+  elif unknown:
+    c.add(f"data.families: unknown families for data.fresh: {', '.join(unknown)}")
 
 
 def _check_batches(c: _Collector, num_devices: int) -> None:
@@ -269,6 +298,12 @@ def _check_rl(c: _Collector, mode: str) -> None:
           "temperature 1, so RL samples must use 1.0 (the sampler's log-probs are the "
           "ratio's denominator)")
   c.integer("eval.samples_per_request", 0)
+  c.integer("eval.every_sft_steps", 0)
+  fresh_dev = dict(c.get("data.fresh") or {}).get("dev_per_family")
+  if (mode == "train" and c.get("data.setting") == "natural" and c.get("eval.enabled")
+      and not c.get("eval.tasks") and not fresh_dev):
+    c.add("eval.tasks is empty and data.fresh.dev_per_family is 0: no dev tasks to "
+          "evaluate (or set eval.enabled=False)")
   if (c.get("eval.temperature") or 0.0) < 0:
     c.add(f"eval.temperature={c.get('eval.temperature')} must be >= 0 (0: greedy)")
   long_prompts = c.get("rl.long_prompts")
@@ -351,6 +386,10 @@ def _check_files(c: _Collector) -> None:
     value = c.get(path)
     if value and not _exists(value):
       c.add(f"{path}={value!r}: no such file or directory")
+  fresh = c.get("data.fresh") or {}
+  for i, value in enumerate(fresh.get("exclude", ()) if hasattr(fresh, "get") else ()):
+    if isinstance(value, str) and value and not _exists(value):
+      c.add(f"data.fresh.exclude[{i}]={value!r}: no such file or directory")
 
 
 def judge_seconds(evaluator: EvalConfig) -> float:

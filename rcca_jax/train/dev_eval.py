@@ -112,6 +112,14 @@ class DevEvaluation:
     self.warn_on_collapse(summary, f"after RL step {rl_step}")
     self.keep_if_best(state, summary.get("reward_mean"), rl_step)
 
+  def during_sft(self, state, sft_step: int) -> None:
+    """The dev evaluation every `eval.every_sft_steps` SFT steps (a learning curve of
+    SFT; the last step's is `after_sft`'s), unless already logged."""
+    e, last = self.job.eval, self.job.sft.num_steps
+    if (e.enabled and e.every_sft_steps and sft_step % e.every_sft_steps == 0
+        and sft_step < last and not self.logged("sft", sft_step)):
+      self.evaluate(state, "sft", sft_step)
+
   def after_sft(self, state, sft_step: int) -> None:
     """The post-SFT evaluation, unless it is off or already logged."""
     if (self.job.eval.enabled and self.job.eval.after_sft

@@ -26,6 +26,7 @@ from typing import Any
 
 from rcca_jax.credit import blame
 from rcca_jax.credit import controlled
+from rcca_jax.data import draws
 from rcca_jax.data import chat
 from rcca_jax.data import sentencepiece_tokenizer
 from rcca_jax.data.selection import resolve_path
@@ -76,6 +77,9 @@ class DataSection:
   tokenizer: str = ""  # tokenizer directory; "" = the init_from_* checkpoint's
   train_tasks: str     # task file (jsonl) of SFT and RL
   families: tuple[str, ...] = ()  # only these task families (() = all)
+  # Fresh draws of the families' generators added to train_tasks and eval.tasks
+  # (data.draws.FreshSpec; off by default).
+  fresh: Mapping[str, Any] = _sub(draws.FreshSpec)
   setting: str = "natural"  # "natural" | "controlled" (known bugs planted by SFT)
   # The controlled setting (credit.controlled.ControlledSpec) and `path` of its task
   # file ("" = WORKDIR/controlled_tasks.jsonl).
@@ -84,6 +88,11 @@ class DataSection:
   @property
   def controlled_spec(self) -> controlled.ControlledSpec:
     return controlled_spec(self.controlled)
+
+  @property
+  def fresh_spec(self) -> draws.FreshSpec:
+    return draws.FreshSpec(**{k: tuple(v) if k == "exclude" else v
+                                  for k, v in self.fresh.items()})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -132,7 +141,8 @@ class EvalSection:
   enabled: bool = True
   after_sft: bool = True        # evaluate once after SFT
   every_rl_steps: int = 8       # RL steps between evaluations (and at the end)
-  tasks: str = ""               # dev task file (jsonl)
+  every_sft_steps: int = 0      # SFT steps between evaluations (0: only after SFT)
+  tasks: str = ""               # dev task file (jsonl; "" with data.fresh's dev only)
   per_family: int = 0           # at most this many tasks per family (0: all)
   num_tasks: int = 0            # at most this many tasks (0: all)
   samples_per_task: int = 1     # responses per task at `temperature`

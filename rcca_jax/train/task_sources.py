@@ -10,9 +10,10 @@ import jax
 
 from rcca_jax.credit import controlled as controlled_lib
 from rcca_jax.data import chat
+from rcca_jax.data import draws
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.data.batching import batch_indices
-from rcca_jax.data.selection import load_task_file, select_tasks
+from rcca_jax.data.selection import cap_tasks, load_task_file
 from rcca_jax.parallel import multihost
 from rcca_jax.train import prompts as prompts_lib
 from rcca_jax.train import run_log
@@ -55,23 +56,49 @@ class TaskSources:
       self._controlled = tasks_lib.load_tasks(path)
     return self._controlled
 
+  def fresh(self) -> dict[str, tuple[tasks_lib.Task, ...]]:
+    """`data.fresh`'s train and dev tasks (empty when off), requests disjoint from
+    those of the train and dev files and of `data.fresh.exclude`."""
+    d, spec = self.job.data, self.job.data.fresh_spec
+    if not spec.enabled:
+      return {"train": (), "dev": ()}
+    files = (d.train_tasks, self.job.eval.tasks, *spec.exclude)
+    taken = frozenset(t.request for path in files if path for t in load_task_file(path))
+    return draws.fresh_splits(tuple(d.families), spec.train_per_family,
+                              spec.dev_per_family, spec.seed, taken)
+
+  def train(self, per_family: int = 0, need_reference: bool = False) -> list:
+    """The natural setting's train tasks: `data.train_tasks`' then `data.fresh`'s, of
+    `data.families`, at most `per_family` of each."""
+    d = self.job.data
+    where = d.train_tasks + (" + data.fresh" if d.fresh_spec.train_per_family else "")
+    return cap_tasks((*load_task_file(d.train_tasks), *self.fresh()["train"]), where=where,
+                     families=tuple(d.families), per_family=per_family,
+                     need_reference=need_reference)
+
   def dev(self) -> list:
-    """The dev evaluation's tasks: the controlled requests (greedy), else `eval.tasks`."""
+    """The dev evaluation's tasks: the controlled requests (greedy), else `eval.tasks`'
+    then `data.fresh`'s (also written to DIR/fresh_dev_tasks.jsonl, for `--mode=eval`)."""
     if self._dev is None and self.is_controlled:
       self._dev = self.controlled()
     if self._dev is None:
-      e = self.job.eval
-      self._dev = select_tasks(e.tasks, families=tuple(self.job.data.families),
-                               per_family=e.per_family, limit=e.num_tasks)
+      e, fresh = self.job.eval, self.fresh()["dev"]
+      if fresh and jax.process_index() == 0:
+        path = os.path.join(self.workdir, "fresh_dev_tasks.jsonl")
+        tasks_lib.write_tasks(path + ".tmp", fresh)
+        os.replace(path + ".tmp", path)
+      listed = load_task_file(e.tasks) if e.tasks else ()
+      where = (e.tasks or "eval.tasks") + (" + data.fresh" if fresh else "")
+      self._dev = cap_tasks((*listed, *fresh), where=where,
+                            families=tuple(self.job.data.families),
+                            per_family=e.per_family, limit=e.num_tasks)
     return self._dev
 
   def rl(self) -> list:
     """The RL tasks whose prompts fit `rl.max_prompt_len` (`train.prompts`)."""
     if self._rl is None:
-      d, r = self.job.data, self.job.rl
-      tasks = (self.controlled() if self.is_controlled else
-               select_tasks(d.train_tasks, families=tuple(d.families),
-                            per_family=r.per_family))
+      r = self.job.rl
+      tasks = self.controlled() if self.is_controlled else self.train(r.per_family)
       self._rl, self.skipped_prompts = prompts_lib.fit_prompts(
           self.tokenizer, tasks, r.max_prompt_len, r.long_prompts)
       if self.skipped_prompts:
@@ -91,8 +118,7 @@ class TaskSources:
     if self.is_controlled:
       pairs = controlled_lib.sft_targets(self.controlled(), d.controlled_spec.draws)
     else:
-      tasks = select_tasks(d.train_tasks, families=tuple(d.families), need_reference=True,
-                           per_family=s.per_family)
+      tasks = self.train(s.per_family, need_reference=True)
       pairs = [(task, chat.format_response(task.reference)) for task in tasks]
     examples, skipped = [], 0
     for task, answer in pairs:

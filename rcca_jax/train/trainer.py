@@ -184,6 +184,7 @@ class Trainer:
         bar.update(loss=float(m["loss"]))
         guard.check(start, stage.checkpointer.latest_step)
         self._stop_if(preempted, stage, f"SFT stopped after step {start}, checkpointed")
+        self.dev.during_sft(state, start)
     finally:
       bar.close()
     stage.checkpointer.wait()

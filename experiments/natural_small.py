@@ -1,0 +1,54 @@
+"""The natural setting on 2 CPU cores: a small dense Llama trained from scratch on fresh
+requests, base -> SFT -> RL, credit arms on the policy's own mistakes (issue 38).
+
+    python -m rcca_jax.main --config=experiments/natural_small.py --workdir=/tmp/natural
+    python -m rcca_jax.ablation --config=experiments/natural_small.py \
+        --workdir=/tmp/natural_ablation --seeds=3
+
+Policy: a dense Llama-family decoder (`model.family=llama`) with the project's BPE
+tokenizer, trained from a random init. Tasks: the families in `FAMILIES`; SFT and RL
+draw from `data.fresh.train_per_family` fresh requests per family (beyond the committed
+corpus; `rcca_jax.data.draws.fresh_splits`), and the dev evaluation uses the committed
+dev requests of those families plus `data.fresh.dev_per_family` fresh ones, all
+disjoint from the train requests. The dev evaluation runs every `eval.every_sft_steps`
+SFT steps, so the SFT stage is a learning curve of held-out pass rate.
+
+Pilot status: in progress (see experiments/results/natural_small/README.md).
+"""
+
+import ml_collections
+
+from rcca_jax.train import sections
+
+FAMILIES = ("dark_mode", "char_counter", "counter")
+
+
+def model_config(hidden: int = 192, layers: int = 4) -> ml_collections.ConfigDict:
+  """A Llama-family decoder of `layers` layers of width `hidden` (head dim 32, two
+  key-value heads, SwiGLU 8/3 x hidden rounded to 64), vocabulary from the tokenizer."""
+  return ml_collections.ConfigDict(dict(
+      family="llama", vocab_size=0, hidden_size=hidden,
+      intermediate_size=-(-8 * hidden // 3 // 64) * 64, num_hidden_layers=layers,
+      num_attention_heads=hidden // 32, num_key_value_heads=2, rope_theta=10000.0,
+      max_position_embeddings=1024, tie_word_embeddings=True, attention_block_size=0))
+
+
+def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
+  """Presets: "pilot" (the SFT learning curve, no RL)."""
+  if preset not in ("pilot",):
+    raise ValueError(f"preset {preset!r}: expected 'pilot'")
+  config = sections.defaults_config()
+  config.model = model_config()
+  config.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, expert=1, tensor=1))
+  config.data.update(tokenizer="data/tokenizer", train_tasks="data/tasks/train.jsonl",
+                     families=FAMILIES)
+  config.data.fresh.update(train_per_family=20000, dev_per_family=40)
+  config.sft.update(num_steps=6000, batch_size=8, max_len=480, checkpoint_every=250)
+  config.sft.optimizer.update(learning_rate=3e-3, warmup_steps=100, end_lr_ratio=0.05,
+                              weight_decay=0.0)
+  config.rl.update(num_steps=0, group_size=8, prompts_per_step=2, max_new_tokens=352,
+                   max_prompt_len=192, per_family=200)
+  config.eval.update(tasks="data/tasks/dev.jsonl", every_sft_steps=500,
+                     max_new_tokens=352, samples_per_request=0)
+  config.eval.evaluator.update(response_deadline=30.0, rubric_timeout=10.0)
+  return config

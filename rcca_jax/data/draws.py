@@ -1,0 +1,86 @@
+"""Distinct draws of the task families' generators: the committed corpus's
+(`build.build_splits`) and fresh ones a job adds to its task files (`data.fresh`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import random
+
+from rcca_jax.data import tasks as tasks_lib
+from rcca_jax.data.families import FAMILIES, Family
+
+_MAX_DRAWS_PER_TASK = 20  # a family that cannot produce enough distinct requests fails
+CORPUS_STREAM = "rcca-corpus"  # the committed splits' draws
+FRESH_STREAM = "rcca-fresh"  # `fresh_splits`' draws, another sequence of the same families
+
+
+def draw_unique(family: Family, seed: int, count: int, *, stream: str = CORPUS_STREAM,
+                exclude: frozenset[str] = frozenset()) -> list[tasks_lib.Task]:
+  """`count` tasks of `family` with pairwise distinct requests, none in `exclude`, ids
+  `NAME-00000`...; `stream` and `seed` name the random sequence."""
+  rng = random.Random(f"{stream}:{seed}:{family.name}")
+  out: list[tasks_lib.Task] = []
+  seen: set[str] = set(exclude)
+  for _ in range(count * _MAX_DRAWS_PER_TASK):
+    if len(out) == count:
+      break
+    draft = family.draft(rng)
+    if draft.request in seen:
+      continue
+    seen.add(draft.request)
+    out.append(family.to_task(draft, len(out)))
+  if len(out) < count:
+    raise RuntimeError(f"family {family.name}: only {len(out)} distinct requests of "
+                       f"{count} wanted")
+  return out
+
+
+@dataclasses.dataclass(frozen=True)
+class FreshSpec:
+  """Fresh tasks a job adds to its task files (`data.fresh`): per family of
+  `data.families`, `train_per_family` train tasks (SFT and RL) and `dev_per_family` dev
+  tasks, requests disjoint from each other, from the job's train and dev files and from
+  the `exclude` files (`fresh_splits`)."""
+  train_per_family: int = 0
+  dev_per_family: int = 0
+  seed: int = 0
+  exclude: tuple[str, ...] = ("data/tasks/test.jsonl",)
+
+  def __post_init__(self):
+    for name in ("train_per_family", "dev_per_family", "seed"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name}={value!r} must be an integer >= 0")
+    object.__setattr__(self, "exclude", tuple(self.exclude))
+    if not all(isinstance(p, str) and p for p in self.exclude):
+      raise ValueError(f"exclude={self.exclude!r} must be task file paths")
+
+  @property
+  def enabled(self) -> bool:
+    return self.train_per_family > 0 or self.dev_per_family > 0
+
+
+@functools.lru_cache(maxsize=4)
+def fresh_splits(families: tuple[str, ...], train_per_family: int, dev_per_family: int,
+                 seed: int, exclude: frozenset[str]
+                 ) -> dict[str, tuple[tasks_lib.Task, ...]]:
+  """Fresh draws of `families` beyond the committed corpus: per family
+  `dev_per_family` dev tasks, then `train_per_family` train tasks, all requests pairwise
+  distinct and none in `exclude`. Dev is drawn first, so a larger train set keeps the
+  same dev set. Ids are `NAME-fSEED-000000`..., the family in `extra["family"]`; `train`
+  is shuffled across families, `dev` grouped by family."""
+  unknown = sorted(set(families) - set(FAMILIES))
+  if unknown:
+    raise ValueError(f"unknown families: {', '.join(unknown)}")
+  splits: dict[str, list[tasks_lib.Task]] = {"train": [], "dev": []}
+  for name in families:
+    drawn = draw_unique(FAMILIES[name], seed, dev_per_family + train_per_family,
+                        stream=FRESH_STREAM, exclude=exclude)
+    drawn = [dataclasses.replace(t, id=f"{name}-f{seed}-{i:06d}",
+                                 extra={**t.extra, "family": name})
+             for i, t in enumerate(drawn)]
+    splits["dev"] += drawn[:dev_per_family]
+    splits["train"] += drawn[dev_per_family:]
+  random.Random(f"{FRESH_STREAM}:{seed}:shuffle").shuffle(splits["train"])
+  return {k: tuple(v) for k, v in splits.items()}
