@@ -74,17 +74,30 @@ def _point(row: Mapping[str, Any], eval_dir: Optional[str] = None) -> dict[str, 
 DIVERGED = "diverged.json"
 
 
+def shared_sft(config: Any) -> bool:
+  """`ablation.shared_sft`: one SFT run (seed 0's) for every seed, whose RL runs differ
+  by their seed (prompt order, sampling) alone; default one SFT per seed."""
+  return bool(config is not None and "ablation" in config
+              and config.ablation.get("shared_sft", False))
+
+
+def sft_dir_of(workdir: str, seed: int, shared: bool) -> str:
+  """The SFT run that seed `seed`'s arms start from."""
+  return os.path.join(workdir, f"seed_{0 if shared else seed}", "sft")
+
+
 def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
             ) -> dict[str, Any]:
   """The summary of whatever runs of `workdir` have results so far."""
   out: dict[str, Any] = {"arms": {}, "timing": {}}
+  shared = shared_sft(config)
   if config is not None:
     out["setting"] = sections.value(config, "data.setting")
     out["config"] = json.loads(config.to_json_best_effort())
   for arm in arms:
     runs, timing = [], {k: [] for k in TIMING}
     for seed in range(seeds):
-      sft_dir = os.path.join(workdir, f"seed_{seed}", "sft")
+      sft_dir = sft_dir_of(workdir, seed, shared)
       sft = [r for r in read_rows(sft_dir)
              if r.get("stage") == "eval" and r.get("after") == "sft"]
       if not sft:
@@ -114,7 +127,7 @@ def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
     out["timing"][arm] = {k: float(np.mean(v)) for k, v in timing.items() if v}
   out["comparison"] = compare(out["arms"])
   if out.get("setting") == "controlled":
-    out["tasks"] = task_outcomes(workdir, arms, seeds)
+    out["tasks"] = task_outcomes(workdir, arms, seeds, shared)
   return out
 
 
@@ -150,7 +163,8 @@ def _outcomes(eval_dir: str, tasks: Mapping[str, Any]) -> dict[str, dict[str, An
   return out
 
 
-def task_outcomes(workdir: str, arms: Sequence[str], seeds: int) -> dict[str, Any]:
+def task_outcomes(workdir: str, arms: Sequence[str], seeds: int,
+                  shared: bool = False) -> dict[str, Any]:
   """Controlled setting: per task, its bug and rate, and over seeds how often greedy
   decoding passed (and wrote the reference / the bug) after SFT and after each arm."""
   from rcca_jax.credit import controlled  # pylint: disable=import-outside-toplevel
@@ -165,7 +179,7 @@ def task_outcomes(workdir: str, arms: Sequence[str], seeds: int) -> dict[str, An
     table[tid] = {"operator": rec["operator"], "rate": rec["rate"],
                   "description": rec["description"], "post_sft": [], **{a: [] for a in arms}}
   for seed in range(seeds):
-    runs = [("post_sft", _last_eval(os.path.join(workdir, f"seed_{seed}", "sft"), "sft_"))]
+    runs = [("post_sft", _last_eval(sft_dir_of(workdir, seed, shared), "sft_"))]
     runs += [(arm, _last_eval(os.path.join(workdir, f"seed_{seed}", arm), "rl_"))
              for arm in arms]
     for column, eval_dir in runs:

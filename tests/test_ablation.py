@@ -160,6 +160,37 @@ class ReportTest(absltest.TestCase):
     self.assertTrue(40 < lo < 49.5 < hi < 59, (lo, hi))
 
 
+class SharedSftTest(absltest.TestCase):
+  """`ablation.shared_sft`: every seed's arms start from seed 0's SFT run, and their RL
+  runs differ by the seed."""
+
+  def test_every_seed_reads_seed_0s_post_sft(self):
+    workdir = self.create_tempdir().full_path
+    fake_run(workdir, 0, "grpo", 0.25, [0.5], [0.6])
+    fake_run(workdir, 1, "grpo", 0.75, [0.5], [0.6])  # a seed-1 SFT the runs must not read
+    config = ablation_small.get_config()
+    config.ablation.shared_sft = True
+    runs = ablation_report.collect(workdir, ["grpo"], 2, config)["arms"]["grpo"]
+    self.assertEqual([r["post_sft"]["pass_rate"] for r in runs], [0.25, 0.25])
+    config.ablation.shared_sft = False
+    runs = ablation_report.collect(workdir, ["grpo"], 2, config)["arms"]["grpo"]
+    self.assertEqual([r["post_sft"]["pass_rate"] for r in runs], [0.25, 0.75])
+    self.assertEqual(ablation_report.sft_dir_of(workdir, 3, True),
+                     os.path.join(workdir, "seed_0", "sft"))
+
+  def test_rl_key_folds_in_the_seed_only_after_another_seeds_sft(self):
+    from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
+    from tests.trainer_fixtures import trainer_config  # pylint: disable=import-outside-toplevel
+    config = trainer_config()
+    config.seed = 3
+    with trainer_lib.Trainer(config, self.create_tempdir().full_path) as trainer:
+      sft = trainer.programs.fresh_state(trainer.checkpoints.sft.opt_config)
+      key = lambda sft_seed: np.asarray(trainer.rl_state_from(sft, sft_seed).rng)
+      np.testing.assert_array_equal(key(None), np.asarray(sft.rng))  # an older checkpoint
+      np.testing.assert_array_equal(key(3), np.asarray(sft.rng))  # its own SFT
+      self.assertFalse(np.array_equal(key(0), np.asarray(sft.rng)))  # seed 0's SFT
+
+
 @pytest.mark.slow
 class AblationEndToEndTest(absltest.TestCase):
 

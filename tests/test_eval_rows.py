@@ -17,7 +17,7 @@ def _rollout(task_id, category, difficulty, passed):
   record = {"reward": 1.0 if passed else 0.2,
             "gates": {"format": True, "source": True, "runtime": True},
             "rubrics": [{"id": "r1", "passed": passed}]}
-  return types.SimpleNamespace(task=task, record=record)
+  return types.SimpleNamespace(task=task, record=record, reward=record["reward"])
 
 
 class SummaryRowsTest(absltest.TestCase):
@@ -38,6 +38,25 @@ class SummaryRowsTest(absltest.TestCase):
                       flat["difficulty/hard/pass_rate"]), (0.5, 0.5, 0.0))
     self.assertNotIn("categories", eval_loop.headline(summary))
     self.assertAlmostEqual(eval_loop.headline(summary)["pass_rate"], 2 / 3)
+
+
+class PassAtKTest(absltest.TestCase):
+
+  def test_unbiased_estimator_against_enumeration(self):
+    import itertools  # pylint: disable=import-outside-toplevel
+    for n, c, k in ((8, 0, 4), (8, 1, 4), (8, 3, 4), (8, 5, 4), (4, 1, 4), (6, 2, 1)):
+      draws = list(itertools.combinations([True] * c + [False] * (n - c), k))
+      exact = sum(any(d) for d in draws) / len(draws)
+      # Both are ratios of small integers; the product form rounds each of its k
+      # factors once (relative error <= k * 2**-52).
+      self.assertAlmostEqual(eval_loop.pass_at_k(n, c, k), exact, places=12)
+
+  def test_pass_at_4_needs_four_samples_of_every_request(self):
+    four = [_rollout("a-1", None, None, p) for p in (True, False, False, False)]
+    four += [_rollout("b-1", None, None, False) for _ in range(4)]
+    stats = eval_loop.pass_stats(four)
+    self.assertEqual((stats["pass_at_1"], stats["pass_at_4"]), (0.125, 0.5))
+    self.assertNotIn("pass_at_4", eval_loop.pass_stats(four[:3] + four[4:]))
 
 
 @pytest.mark.slow

@@ -7,6 +7,9 @@ import os
 import pytest
 from absl.testing import absltest
 
+from rcca_jax.credit import blame_table
+from rcca_jax.credit.localize import localize_record
+from rcca_jax.data import chat
 from rcca_jax.data import draws
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import failures
@@ -78,6 +81,39 @@ class BrowserFailuresTest(absltest.TestCase):
     self.assertEqual(counts["all"]["passed"], 1)
     self.assertEqual(counts["all"]["gates"], {"runtime_null_element": 1})
     self.assertEqual(list(counts), ["counter", "all"])
+
+    # The blame table of the same responses, localized as every evaluation is: each
+    # row's differing lines are exactly the lines its fault changed.
+    d = self.create_tempdir().full_path
+    apps = list(faults(task).values()) + [task.reference]
+    records = [localize_record(r, fenced(html)) for r, html in zip(records, apps)]
+    with open(os.path.join(d, "responses.jsonl"), "w", encoding="utf-8") as f:
+      for i, html in zip((0, 1, 2, 9), apps):
+        f.write(json.dumps({"task_id": task.id, "sample_id": i,
+                            "response": fenced(html)}) + "\n")
+    with open(os.path.join(d, "evaluations.jsonl"), "w", encoding="utf-8") as f:
+      for record in records + [good]:
+        f.write(json.dumps(record) + "\n")
+    table = blame_table.rows(d, {task.id: task}, n=20, seed=0)
+    self.assertEqual([r["sample_id"] for r in table], [0, 1, 2])  # the passing one left out
+    reference = set(task.reference.splitlines())
+    for row, html in zip(table, apps):
+      changed = [line for line in html.splitlines() if line not in reference]
+      self.assertEqual(row["differing"], changed, row)
+      self.assertTrue(row["blamed"], row)
+    self.assertEqual([r["cause"] for r in table],
+                     ["runtime_null_element", "no_handler", "wrong_value"])
+    self.assertTrue(table[1]["blame_on_difference"], table[1])  # the dblclick lines
+    self.assertIn("| blame on a difference |", blame_table.markdown(table))
+
+
+class DifferingLinesTest(absltest.TestCase):
+
+  def test_offsets_of_lines_not_in_the_reference(self):
+    reference = chat.format_response("<p>a</p>\n<p>b</p>")
+    response = "```html\n<p>a</p>\n  <p>c</p>\n\n<p>b</p>\n```"
+    spans = blame_table.differing_lines(response, reference)
+    self.assertEqual([response[a:b] for a, b in spans], ["  <p>c</p>"])
 
 
 class RecordFailuresTest(absltest.TestCase):

@@ -111,12 +111,14 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int) -> dict[str
     config.eval.grading_cache = os.path.join(os.path.abspath(workdir), "grading_cache")
   arms = check_configs(config, seeds)
   walls = load_walls(workdir)
+  shared = ablation_report.shared_sft(config)
   for seed in range(seeds):
-    sft_dir = os.path.join(workdir, f"seed_{seed}", "sft")
-    if not _done(sft_dir, "sft", config.sft.num_steps) or (
-        config.eval.enabled and not _done(sft_dir, "eval", config.sft.num_steps)):
-      walls[f"seed_{seed}/sft"] = walls.get(f"seed_{seed}/sft", 0.0) + _run(
-          sft_config(config, seed), sft_dir)
+    sft = ablation_report.sft_dir_of(workdir, seed, shared)
+    if not _done(sft, "sft", config.sft.num_steps) or (
+        config.eval.enabled and not _done(sft, "eval", config.sft.num_steps)):
+      key = f"seed_{0 if shared else seed}/sft"
+      walls[key] = walls.get(key, 0.0) + _run(
+          sft_config(config, 0 if shared else seed), sft)
       _save_walls(workdir, walls)
     for arm in arms:
       arm_dir = os.path.join(workdir, f"seed_{seed}", arm)
@@ -125,7 +127,7 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int) -> dict[str
         continue
       target = os.path.join(arm_dir, "checkpoints", "sft")
       if not os.path.exists(target):
-        shutil.copytree(os.path.join(sft_dir, "checkpoints", "sft"), target)
+        shutil.copytree(os.path.join(sft, "checkpoints", "sft"), target)
       key = f"seed_{seed}/{arm}"
       walls[key] = walls.get(key, 0.0) + _run(arm_config(config, seed, arm), arm_dir)
       _save_walls(workdir, walls)

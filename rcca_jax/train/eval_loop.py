@@ -6,7 +6,8 @@ its task's rubrics pass) and the same per family, category and difficulty. With
 `samples_per_request` > 0 it also has the sampled pass@1: that many samples per request
 at `sample_temperature`, graded by the same grader; `pass_at_1` is the mean over
 requests of the share of their samples that pass, `sampled_reward_mean` the samples'
-mean reward, `pass_at_1_tasks` the share per request. Writes `responses.jsonl`,
+mean reward, `pass_at_1_tasks` the share per request; with at least 4 samples per
+request also `pass_at_4` (the unbiased estimator). Writes `responses.jsonl`,
 `evaluations.jsonl`, `report.html` (the credit view of a few samples), with samples
 `sampled.jsonl`, and last `summary.json` into the output directory, each atomically.
 """
@@ -37,6 +38,7 @@ GROUPINGS = (("families", family_of, ""),
              ("difficulties", lambda t: t.difficulty or "unknown", "difficulty/"))
 # Summary entries that are tables, not metrics (left out of the flat row and headline).
 TABLES = tuple(key for key, _, _ in GROUPINGS) + ("sites", "pass_at_1_tasks")
+PASS_AT_K = (1, 4)  # sampled pass@k reported when every request has at least k samples
 
 
 def summarize(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
@@ -76,16 +78,31 @@ def sample_seed(seed: int, stage: str, step: int) -> int:
   return int(rng.integers(0, 2**31 - 1))
 
 
+def pass_at_k(n: int, c: int, k: int) -> float:
+  """The unbiased pass@k of a request with `c` of `n` samples passing: the chance
+  that `k` of them drawn without replacement hold a pass, 1 - C(n-c, k) / C(n, k)."""
+  if n - c < k:
+    return 1.0
+  return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
 def pass_stats(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
   """`pass_at_1` (mean over requests of the share of their samples passing every
-  rubric), `sampled_reward_mean` (over samples with a reward) and `pass_at_1_tasks`."""
+  rubric), `pass_at_K` for K in `PASS_AT_K` up to the fewest samples of a request
+  (the unbiased estimator, `pass_at_k`), `sampled_reward_mean` (over samples with a
+  reward) and `pass_at_1_tasks`."""
   passed = collections.defaultdict(list)
   for r in rollouts:
     passed[r.task.id].append(rollouts_lib.passed_all(r.record or {}))
   shares = {tid: float(np.mean(p)) for tid, p in passed.items()}
   rewards = [r.reward for r in rollouts if r.reward is not None]
-  return {"pass_at_1": float(np.mean(list(shares.values()))) if shares else 0.0,
-          "sampled_reward_mean": float(np.mean(rewards)) if rewards else 0.0,
+  out = {"pass_at_1": float(np.mean(list(shares.values()))) if shares else 0.0}
+  fewest = min((len(p) for p in passed.values()), default=0)
+  for k in PASS_AT_K:
+    if 1 < k <= fewest:
+      out[f"pass_at_{k}"] = float(np.mean([pass_at_k(len(p), sum(p), k)
+                                           for p in passed.values()]))
+  return {**out, "sampled_reward_mean": float(np.mean(rewards)) if rewards else 0.0,
           "pass_at_1_tasks": shares}
 
 

@@ -340,7 +340,8 @@ def defaults_config() -> Any:
 
 
 # Read by `rcca_jax.ablation` / `rcca_jax.sweep` only.
-RUNNER_SECTIONS = {"arms": None, "ablation": {"arms": None, "bootstrap": None},
+RUNNER_SECTIONS = {"arms": None, "ablation": {"arms": None, "bootstrap": None,
+                                              "shared_sft": None},
                    "sweep": {"settings": None}, "settings": None}
 
 

@@ -172,7 +172,8 @@ class Trainer:
         guard.update(m["skipped_nonfinite"])
         preempted = self._preempted(start)
         timed = 0 < every_s <= time.time() - saved_at
-        if self.checkpoints.save(stage, state, {"batches": start}, every=s.checkpoint_every,
+        if self.checkpoints.save(stage, state, {"batches": start, "seed": self.job.seed},
+                                 every=s.checkpoint_every,
                                  force=start == stage.num_steps or preempted or timed):
           saved_at = time.time()
         if start % s.log_every == 0 or start == stage.num_steps or preempted:
@@ -192,11 +193,17 @@ class Trainer:
 
   # ---- RL ------------------------------------------------------------------------
 
-  def rl_state_from(self, sft_state) -> train_step.TrainState:
-    """Step 0 of the RL stage: the SFT parameters with a fresh RL optimizer."""
+  def rl_state_from(self, sft_state, sft_seed: Optional[int] = None
+                    ) -> train_step.TrainState:
+    """Step 0 of the RL stage: the SFT parameters with a fresh RL optimizer and the SFT
+    state's PRNG key, folded with this job's `seed` when the SFT ran with another
+    (`sft_seed`: one SFT shared by seeded RL runs, `ablation.shared_sft`)."""
     fresh = self.programs.fresh_state(self.checkpoints.rl.opt_config)
+    rng = sft_state.rng
+    if sft_seed is not None and sft_seed != self.job.seed:
+      rng = jax.random.fold_in(rng, self.job.seed)
     return fresh.replace(params=sft_state.params, model_state=sft_state.model_state,
-                         rng=sft_state.rng)
+                         rng=rng)
 
   def sample_rl(self, state, step: int) -> list:
     """RL step `step`'s rollouts of this process's prompts, sampled with `state`."""
@@ -313,8 +320,10 @@ class Trainer:
       else:
         self.metrics.truncate("rl", 0)
         restored = ckpt.restore_latest(ckpt.sft)
+        sft_seed = None  # an SFT run here, or saved before checkpoints named their seed
         if restored is not None:
           state, position, sft_step = restored
+          sft_seed = position.get("seed")
           run_log.note("resuming SFT at step %d (%s)", sft_step, position)
         else:
           sft_step = 0
@@ -323,7 +332,7 @@ class Trainer:
         state = self.run_sft(state)
         done = int(jax.device_get(state.step))
         self.dev.after_sft(state, done)  # the post-SFT evaluation, once
-        state = self.rl_state_from(state)
+        state = self.rl_state_from(state, sft_seed)
         self.dev.keep_post_sft(state)  # RL step 0 as the first best
         if self._preempted(done, notice=False):
           raise faults.Preempted("preempted: stopped after SFT and its dev evaluation; "
