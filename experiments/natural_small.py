@@ -18,6 +18,7 @@ Pilot status: in progress (see experiments/results/natural_small/README.md).
 
 import ml_collections
 
+from experiments import ablation_small
 from rcca_jax.train import sections
 
 FAMILIES = ("dark_mode", "char_counter", "counter")
@@ -33,10 +34,11 @@ def model_config(hidden: int = 192, layers: int = 4) -> ml_collections.ConfigDic
       max_position_embeddings=1024, tie_word_embeddings=True, attention_block_size=0))
 
 
-def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
-  """Presets: "pilot" (the SFT learning curve, no RL)."""
-  if preset not in ("pilot",):
-    raise ValueError(f"preset {preset!r}: expected 'pilot'")
+def get_config(preset: str = "rl") -> ml_collections.ConfigDict:
+  """Presets: "rl" (SFT, then RL; the ablation's arms) and "pilot" (the SFT learning
+  curve alone: the same SFT, no RL)."""
+  if preset not in ("rl", "pilot"):
+    raise ValueError(f"preset {preset!r}: expected 'rl' or 'pilot'")
   config = sections.defaults_config()
   config.model = model_config()
   config.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, expert=1, tensor=1))
@@ -46,9 +48,18 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
   config.sft.update(num_steps=6000, batch_size=8, max_len=480, checkpoint_every=250)
   config.sft.optimizer.update(learning_rate=3e-3, warmup_steps=100, end_lr_ratio=0.05,
                               weight_decay=0.0)
-  config.rl.update(num_steps=0, group_size=8, prompts_per_step=2, max_new_tokens=352,
+  config.rl.update(num_steps=40, group_size=8, prompts_per_step=2, max_new_tokens=352,
                    max_prompt_len=192, per_family=200)
-  config.eval.update(tasks="data/tasks/dev.jsonl", every_sft_steps=500,
-                     max_new_tokens=352, samples_per_request=0)
+  config.rl.optimizer.update(learning_rate=2e-4, end_lr_ratio=1.0, weight_decay=0.0)
+  # Dev: per family the committed file's 5 requests, then 15 fresh ones (60 in all).
+  config.eval.update(tasks="data/tasks/dev.jsonl", per_family=20, every_sft_steps=500,
+                     every_rl_steps=10, max_new_tokens=352, samples_per_request=0)
   config.eval.evaluator.update(response_deadline=30.0, rubric_timeout=10.0)
+  # `python -m rcca_jax.ablation`: the ablation's arms (experiments/ablation_small.py),
+  # one SFT (seed 0's) shared by the seeds' RL runs.
+  config.arms = ablation_small.get_config().arms
+  config.ablation = ml_collections.ConfigDict(dict(arms="grpo,rcca,rcca_focus",
+                                                   bootstrap=2000, shared_sft=True))
+  if preset == "pilot":
+    config.rl.num_steps = 0
   return config
