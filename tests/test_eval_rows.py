@@ -66,13 +66,15 @@ class BaseModelRowTest(absltest.TestCase):
     from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
     workdir = self.create_tempdir().full_path
     config = trainer_fixtures.trainer_config()
-    config.eval.update(num_tasks=2, max_new_tokens=4)
+    config.eval.update(num_tasks=3, per_family=1, max_new_tokens=4)
     with trainer_lib.Trainer(config, workdir, mode="eval",
                              grader=trainer_fixtures.FakeGrader()) as trainer:
       with self.assertRaisesRegex(FileNotFoundError, "no checkpoint"):
         trainer.evaluate_checkpoint("data/tasks/dev.jsonl")
       summary = trainer.evaluate_checkpoint("data/tasks/dev.jsonl", checkpoint="base")
-    self.assertEqual(summary["samples"], 2)
+    self.assertEqual(summary["samples"], 3)
+    # eval.per_family caps each family of the file (its first 3 tasks share one family).
+    self.assertLen(summary["families"], 3)
     self.assertIn("categories", summary)
     self.assertIn("difficulties", summary)
     self.assertTrue(os.path.isfile(os.path.join(workdir, "eval", "base_000000_dev",

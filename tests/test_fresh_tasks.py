@@ -62,8 +62,8 @@ class FreshSplitsTest(absltest.TestCase):
       draws.fresh_splits(("nope",), 1, 0, 0, frozenset())
 
 
-def small_config():
-  config = natural_small.get_config()
+def small_config(preset: str = "rl"):
+  config = natural_small.get_config(preset)
   config.data.families = FAMILIES
   config.data.fresh.update(train_per_family=20, dev_per_family=3)
   config.eval.per_family = 4
@@ -146,7 +146,7 @@ if __name__ == "__main__":
 class SftCurveTest(absltest.TestCase):
 
   def test_dev_evaluation_every_sft_steps_on_fresh_dev(self):
-    config = small_config()
+    config = small_config("pilot")  # the SFT curve alone
     config.model = natural_small.model_config(hidden=64, layers=1)
     config.data.fresh.update(train_per_family=4, dev_per_family=1)
     config.sft.update(num_steps=5, batch_size=2, log_every=1, checkpoint_every=2)

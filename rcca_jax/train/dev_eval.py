@@ -64,11 +64,13 @@ class DevEvaluation:
 
   def evaluate_checkpoint(self, state, stage_name: str, tasks_path: Optional[str] = None,
                           out_name: Optional[str] = None) -> dict[str, Any]:
-    """Evaluates a checkpoint's `state` on a task file (default: the dev tasks); writes
-    responses, evaluations, report and summary under DIR/eval/OUT_NAME/ (default
+    """Evaluates a checkpoint's `state` on a task file (its first `eval.per_family` of
+    each family, `eval.num_tasks` in all; default: the dev tasks); writes responses,
+    evaluations, report and summary under DIR/eval/OUT_NAME/ (default
     STAGE_STEP_TASKFILE) and prints the headline (process 0 does; see `run`)."""
     e = self.job.eval
-    tasks = (select_tasks(tasks_path, limit=e.num_tasks) if tasks_path
+    tasks = (select_tasks(tasks_path, limit=e.num_tasks, per_family=e.per_family)
+             if tasks_path
              else self.tasks.dev())
     step = int(jax.device_get(state.step))
     name = out_name or f"{stage_name}_{step:06d}_{pathlib.Path(tasks_path or e.tasks).stem}"
