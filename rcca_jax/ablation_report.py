@@ -377,8 +377,9 @@ def bootstrap_interval(values: Sequence[float], *, reps: int = 2000, seed: int =
 
 
 def compare(arms: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
-  """Per arm: gain over post-SFT, steps to the baseline's final pass rate and, against
-  the baseline arm, per-seed paired differences of the final values."""
+  """Per arm: gain over post-SFT, the AUC of the greedy pass rate, steps to the
+  baseline's final pass rate and, against the baseline arm, per-seed paired differences
+  of the final values and of the pass-rate AUC."""
   out: dict[str, Any] = {}
   base = {r["seed"]: r for r in arms.get(BASELINE, [])}
   threshold = (float(np.mean([final(r) for r in base.values()])) if base else None)
@@ -399,7 +400,12 @@ def compare(arms: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
       entry["baseline_final_pass_rate"] = threshold
       entry["steps_to_baseline_final"] = reached
     pairs = [(r, base[r["seed"]]) for r in runs if r["seed"] in base]
+    aucs = {r["seed"]: auc(r, "pass_rate") for r in runs}
+    entry["auc_pass_rate"] = float(np.mean(list(aucs.values())))
+    entry["auc_pass_rate_per_seed"] = [aucs[r["seed"]] for r in runs]
     if arm != BASELINE and pairs:
+      entry["paired_auc_pass_rate"] = paired(
+          aucs, {s: auc(r, "pass_rate") for s, r in base.items()})
       for key in ("pass_rate", "reward_mean"):
         diffs = [final(a, key) - final(b, key) for a, b in pairs]
         entry[f"paired_{key}_diff"] = float(np.mean(diffs))
@@ -586,14 +592,18 @@ def markdown(summary: Mapping[str, Any]) -> str:
   if paired:
     lines += ["", f"Paired differences against `{BASELINE}` (same seed, final evaluation; "
               "95% bootstrap interval over seeds):", "",
-              "| arm | Δ pass rate [CI] | per seed | Δ reward [CI] |", "|---|---|---|---|"]
+              "| arm | Δ pass rate [CI] | per seed | Δ reward [CI] | Δ pass AUC [CI] |",
+              "|---|---|---|---|---|"]
     for arm, c in paired:
       plo, phi = c["paired_pass_rate_diff_interval"]
       rlo, rhi = c["paired_reward_mean_diff_interval"]
       per_seed = ", ".join(f"{d:+.3f}" for d in c["paired_pass_rate_diff_per_seed"])
+      a = c.get("paired_auc_pass_rate")  # absent from summaries written before it
+      auc_cell = (f"{a['mean']:+.3f} [{fmt(a['interval'][0])}, {fmt(a['interval'][1])}]"
+                  if a else "–")
       lines.append(f"| {arm} | {c['paired_pass_rate_diff']:+.3f} [{fmt(plo)}, {fmt(phi)}]"
                    f" | {per_seed} | {c['paired_reward_mean_diff']:+.3f} "
-                   f"[{fmt(rlo)}, {fmt(rhi)}] |")
+                   f"[{fmt(rlo)}, {fmt(rhi)}] | {auc_cell} |")
   lines += exact_markdown(comp)
   timing = summary.get("timing", {})
   if timing:

@@ -129,6 +129,13 @@ class ReportTest(absltest.TestCase):
     self.assertEqual(c["rcca"]["steps_to_baseline_final"], [2, 1])
     self.assertEqual(c["grpo"]["steps_to_baseline_final"], [None, 2])
     self.assertNotIn("paired_pass_rate_diff", c["grpo"])
+    # Pass-rate AUC (post-SFT and both evaluations): rcca 1/3 on both seeds, grpo 1/4.
+    self.assertEqual(c["grpo"]["auc_pass_rate_per_seed"], [0.25, 0.25])
+    self.assertAlmostEqual(c["rcca"]["auc_pass_rate"], 1 / 3)
+    auc_test = c["rcca"]["paired_auc_pass_rate"]
+    self.assertEqual(auc_test["seeds"], [0, 1])
+    np.testing.assert_allclose(auc_test["per_seed"], [1 / 12, 1 / 12])
+    self.assertNotIn("paired_auc_pass_rate", c["grpo"])
 
   def test_a_diverged_run_is_listed_and_left_out_of_the_pairing(self):
     with open(os.path.join(self.dir, "seed_1", "rcca", ablation_report.DIVERGED), "w",

@@ -177,6 +177,7 @@ class ExactReportTest(absltest.TestCase):
     table = ablation_report.markdown(old)
     self.assertIn("| rcca |", table)
     self.assertNotIn("AUC p_bug", table)
+    self.assertIn("Δ pass AUC", table)  # recomputed from the arms; "–" when absent
     path = os.path.join(self.create_tempdir().full_path, "old.png")
     ablation_report.plot(old, path)
     self.assertEqual(_png_width(path), 2 * 5 * 120)
