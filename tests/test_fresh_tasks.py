@@ -45,6 +45,12 @@ class FreshSplitsTest(absltest.TestCase):
     other = draws.fresh_splits(FAMILIES, 30, 4, 2, committed)
     self.assertNotEqual([t.request for t in other["dev"]], [t.request for t in small["dev"]])
 
+  def test_family_of_id_inverts_both_id_schemes(self):
+    fresh = draws.fresh_splits(("char_counter",), 2, 1, 7, frozenset())
+    for task in fresh["train"] + fresh["dev"] + tuple(load_task_file("data/tasks/dev.jsonl")):
+      self.assertEqual(draws.family_of_id(task.id), tasks_lib.family_of(task), task.id)
+    self.assertEqual(draws.family_of_id("tip_splitter-f12-000003"), "tip_splitter")
+
   def test_excluded_requests_are_never_drawn(self):
     first = draws.fresh_splits(("counter",), 5, 0, 0, frozenset())["train"]
     excluded = frozenset(t.request for t in first[:3])

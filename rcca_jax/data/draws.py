@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
+import re
 
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.data.families import FAMILIES, Family
@@ -13,6 +14,7 @@ from rcca_jax.data.families import FAMILIES, Family
 _MAX_DRAWS_PER_TASK = 20  # a family that cannot produce enough distinct requests fails
 CORPUS_STREAM = "rcca-corpus"  # the committed splits' draws
 FRESH_STREAM = "rcca-fresh"  # `fresh_splits`' draws, another sequence of the same families
+_FRESH_ID = re.compile(r"^(?P<family>.+)-f\d+-\d{6}$")
 
 
 def draw_unique(family: Family, seed: int, count: int, *, stream: str = CORPUS_STREAM,
@@ -84,3 +86,10 @@ def fresh_splits(families: tuple[str, ...], train_per_family: int, dev_per_famil
     splits["train"] += drawn[dev_per_family:]
   random.Random(f"{FRESH_STREAM}:{seed}:shuffle").shuffle(splits["train"])
   return {k: tuple(v) for k, v in splits.items()}
+
+
+def family_of_id(task_id: str) -> str:
+  """A task's family from its id alone (where only ids are at hand, as in a summary's
+  `pass_at_1_tasks`): `NAME-fSEED-NNNNNN` (`fresh_splits`) or `NAME-NNNNN`."""
+  match = _FRESH_ID.match(task_id)
+  return match.group("family") if match else task_id.rsplit("-", 1)[0]
