@@ -198,6 +198,37 @@ class SharedSftTest(absltest.TestCase):
       self.assertFalse(np.array_equal(key(0), np.asarray(sft.rng)))  # seed 0's SFT
 
 
+class OnlySeedsTest(absltest.TestCase):
+  """`--only_seeds`: a process trains its share of the seeds, without a summary."""
+
+  def test_a_share_of_the_seeds_then_the_summary(self):
+    workdir = self.create_tempdir().full_path
+    for seed in (0, 1):
+      fake_run(workdir, seed, "grpo", 0.25, [0.5, 0.5], [0.6, 0.6])
+    config = ablation_small.get_config()
+    config.ablation.arms = "grpo"
+    config.sft.num_steps, config.rl.num_steps = 10, 2  # the fake runs are finished
+    self.assertEqual(ablation.run(config, workdir, 2, only_seeds=[1]), {})
+    self.assertFalse(os.path.exists(os.path.join(workdir, "summary.json")))
+    with self.assertRaisesRegex(ValueError, r"--only_seeds \[2\]: not among the 2 seeds"):
+      ablation.run(config, workdir, 2, only_seeds=[1, 2])
+    summary = ablation.run(config, workdir, 2)
+    self.assertEqual([r["seed"] for r in summary["arms"]["grpo"]], [0, 1])
+    self.assertTrue(os.path.exists(os.path.join(workdir, "summary.json")))
+
+  def test_wall_times_keep_other_processes_entries(self):
+    workdir = self.create_tempdir().full_path
+    ablation._add_wall(workdir, "seed_0/grpo", 5.0)  # pylint: disable=protected-access
+    with open(os.path.join(workdir, "wall_times.json"), encoding="utf-8") as f:
+      walls = json.load(f)
+    walls["seed_2/grpo"] = 7.0  # written by another process since
+    with open(os.path.join(workdir, "wall_times.json"), "w", encoding="utf-8") as f:
+      json.dump(walls, f)
+    ablation._add_wall(workdir, "seed_0/grpo", 1.5)  # pylint: disable=protected-access
+    self.assertEqual(ablation.load_walls(workdir), {"seed_0/grpo": 6.5, "seed_2/grpo": 7.0})
+    self.assertEqual(os.listdir(workdir), ["wall_times.json"])  # no temporary left
+
+
 @pytest.mark.slow
 class AblationEndToEndTest(absltest.TestCase):
 

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import ml_collections
@@ -98,8 +99,11 @@ def _run(config: ml_collections.ConfigDict, workdir: str) -> float:
   return time.time() - t0
 
 
-def run(config: ml_collections.ConfigDict, workdir: str, seeds: int) -> dict[str, Any]:
-  """Trains what is missing, then writes and returns the summary."""
+def run(config: ml_collections.ConfigDict, workdir: str, seeds: int,
+        only_seeds: Sequence[int] = ()) -> dict[str, Any]:
+  """Trains what is missing, then writes and returns the summary; with `only_seeds`,
+  trains just those seeds' runs (another process's share of the work) and returns {}
+  without a summary."""
   from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
   os.makedirs(workdir, exist_ok=True)
   config = copy.deepcopy(config)
@@ -110,16 +114,16 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int) -> dict[str
   if not sections.value(config, "eval.grading_cache"):
     config.eval.grading_cache = os.path.join(os.path.abspath(workdir), "grading_cache")
   arms = check_configs(config, seeds)
-  walls = load_walls(workdir)
+  outside = sorted(set(only_seeds) - set(range(seeds)))
+  if outside:
+    raise ValueError(f"--only_seeds {outside}: not among the {seeds} seeds 0..{seeds - 1}")
   shared = ablation_report.shared_sft(config)
-  for seed in range(seeds):
+  for seed in only_seeds or range(seeds):
     sft = ablation_report.sft_dir_of(workdir, seed, shared)
     if not _done(sft, "sft", config.sft.num_steps) or (
         config.eval.enabled and not _done(sft, "eval", config.sft.num_steps)):
-      key = f"seed_{0 if shared else seed}/sft"
-      walls[key] = walls.get(key, 0.0) + _run(
-          sft_config(config, 0 if shared else seed), sft)
-      _save_walls(workdir, walls)
+      _add_wall(workdir, f"seed_{0 if shared else seed}/sft",
+                _run(sft_config(config, 0 if shared else seed), sft))
     for arm in arms:
       arm_dir = os.path.join(workdir, f"seed_{seed}", arm)
       if _done(arm_dir, "rl", config.rl.num_steps) or os.path.exists(
@@ -128,11 +132,11 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int) -> dict[str
       target = os.path.join(arm_dir, "checkpoints", "sft")
       if not os.path.exists(target):
         shutil.copytree(os.path.join(sft, "checkpoints", "sft"), target)
-      key = f"seed_{seed}/{arm}"
-      walls[key] = walls.get(key, 0.0) + _run(arm_config(config, seed, arm), arm_dir)
-      _save_walls(workdir, walls)
+      _add_wall(workdir, f"seed_{seed}/{arm}", _run(arm_config(config, seed, arm), arm_dir))
+  if only_seeds:
+    return {}
   summary = ablation_report.collect(workdir, arms, seeds, config)
-  summary["wall_s"] = walls
+  summary["wall_s"] = load_walls(workdir)
   ablation_report.write_all(workdir, summary)
   return summary
 
@@ -145,6 +149,12 @@ def load_walls(workdir: str) -> dict[str, float]:
   return {}
 
 
-def _save_walls(workdir: str, walls: dict[str, float]) -> None:
-  with open(os.path.join(workdir, "wall_times.json"), "w", encoding="utf-8") as f:
+def _add_wall(workdir: str, key: str, seconds: float) -> None:
+  """Adds a run's `seconds` to `DIR/wall_times.json`, read afresh and replaced whole, so
+  processes training other seeds (`only_seeds`) keep each other's entries."""
+  walls = load_walls(workdir)
+  walls[key] = walls.get(key, 0.0) + seconds
+  tmp = os.path.join(workdir, f"wall_times.json.{os.getpid()}")
+  with open(tmp, "w", encoding="utf-8") as f:
     json.dump(walls, f, indent=1)
+  os.replace(tmp, os.path.join(workdir, "wall_times.json"))

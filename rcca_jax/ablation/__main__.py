@@ -17,7 +17,9 @@ so the command keeps JAX's persistent compilation cache in `DIR/jax_cache` (unle
 `JAX_COMPILATION_CACHE_DIR` names one): each is compiled once, later runs load it.
 
 Re-running the command resumes: finished stages are skipped, an interrupted one resumes
-from its checkpoint. Outputs: `DIR/summary.json`, `DIR/ablation.png` and
+from its checkpoint. `--only_seeds=2,3` trains just those seeds, so processes (or
+machines sharing DIR) can split the seeds; a run without it then skips what they
+finished and writes the summary. Outputs: `DIR/summary.json`, `DIR/ablation.png` and
 `DIR/ablation.md` (see `rcca_jax.ablation_report`).
 """
 
@@ -43,6 +45,9 @@ def define_flags() -> None:
   flags.DEFINE_string("workdir", None, "Output directory (resumed when it exists).")
   flags.DEFINE_integer("seeds", 3, "Number of seeds (0 .. N-1 added to config.seed).")
   flags.DEFINE_bool("report_only", False, "Only rebuild summary, plot and table from DIR.")
+  flags.DEFINE_list("only_seeds", [], "Train only these of the seeds (another process "
+                    "can train the rest in the same DIR); no summary: rerun without "
+                    "the flag for it.")
   flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -75,10 +80,15 @@ def main(argv):
   else:
     from rcca_jax.train.config_check import ConfigError  # pylint: disable=import-outside-toplevel
     try:
-      summary = ablation.run(config, workdir, seeds)
-    except ConfigError as e:  # every problem listed, no traceback
+      summary = ablation.run(config, workdir, seeds,
+                             only_seeds=[int(s) for s in f.only_seeds])
+    except (ConfigError, ValueError) as e:  # every problem listed, no traceback
       print(str(e), file=sys.stderr)
       sys.exit(2)
+    if not summary:
+      print(f"trained seeds {', '.join(f.only_seeds)}; rerun without --only_seeds for "
+            "the summary")
+      return
   print(ablation_report.markdown(summary))
 
 
