@@ -201,7 +201,8 @@ class Gradients:
     if loss not in self._fns:
       self._fns[loss] = jax.jit(train_step.make_gradient_fn(
           self.trainer.programs.fmodel, objective, self.trainer.job.micro_batches,
-          logits_chunk=self.trainer.job.logits_chunk))
+          logits_chunk=self.trainer.job.logits_chunk,
+          temperature=self.trainer.job.rl.temperature))
     _, grads, _, _ = self._fns[loss](self.params, self.model_state,
                                      train_step.numpy_batch(batch, objective.keys))
     return grads

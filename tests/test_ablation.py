@@ -73,7 +73,7 @@ class ArmConfigTest(parameterized.TestCase):
     config = ablation_small.get_config()
     self.assertEqual(ablation.check_configs(config, 3), ["grpo", "rcca"])
     config.arms.grpo = "rl.no_such_field=1"
-    config.arms.rcca = "rl.policy_loss=rcca;rl.temperature=0.5"
+    config.arms.rcca = "rl.policy_loss=rcca;rl.temperature=0.0"
     config.data.controlled.rates = (1.5,)
     with self.assertRaises(config_check.ConfigError) as ctx:
       ablation.check_configs(config, 0)

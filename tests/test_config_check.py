@@ -40,7 +40,7 @@ class ConfigCheckTest(absltest.TestCase):
     config.sft.batch_size = 6
     config.rl.mini_batches = 2
     config.rl.prompts_per_step = 3
-    config.rl.temperature = 0.7
+    config.rl.temperature = 0.0
     config.rl.loss.kl_beta = -1.0
     config.rl.max_new_tokens = 1000
     # (A warm-up longer than total_steps is cut to it, by the constructor the job uses.)
@@ -53,7 +53,7 @@ class ConfigCheckTest(absltest.TestCase):
                   "eval.evaluator.load_timeout_s: unknown field",
                   "sft.batch_size=6 is not divisible by the 4-way batch axis (data)",
                   "rl.prompts_per_step=3 is not divisible by rl.mini_batches=2",
-                  "rl.temperature=0.7", "rl.loss.kl_beta=-1.0 must be >= 0",
+                  "rl.temperature=0.0 must be a finite number > 0", "rl.loss.kl_beta=-1.0 must be >= 0",
                   "rl.max_prompt_len + rl.max_new_tokens = 1160 exceeds "
                   "model.max_position_embeddings=1024",
                   "sft.optimizer: need 0 <= warmup_steps (-1)",
@@ -110,13 +110,13 @@ class ConfigCheckTest(absltest.TestCase):
     out = subprocess.run(
         [sys.executable, "-m", "rcca_jax.main", "--mode=plan",
          "--config=experiments/moe_124b.py", "--config.sft.batch_size=100",
-         "--config.rl.temperature=0.5"],
+         "--config.rl.temperature=-0.5"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env=dict(os.environ, JAX_PLATFORMS="cpu"))
     self.assertEqual(out.returncode, 2, out.stderr[-2000:])
     self.assertIn("sft.batch_size=100 is not divisible by micro_batches=2 x the "
                   "256-way batch axis (fsdp×expert) = 512", out.stderr)
-    self.assertIn("rl.temperature=0.5", out.stderr)
+    self.assertIn("rl.temperature=-0.5 must be a finite number > 0", out.stderr)
     self.assertNotIn("Traceback", out.stderr)
     self.assertEqual(out.stdout, "")
 

@@ -232,10 +232,10 @@ class TrainerInProcessTest(absltest.TestCase):
     self.assertNotIn("sites", row)
     self.assertNotIn("pass_at_1_tasks", row)
 
-  def test_rl_temperature_other_than_one_is_refused(self):
+  def test_rl_temperature_not_above_zero_is_refused(self):
     config = controlled_fixtures.controlled_config("unused.jsonl")
-    config.rl.temperature = 0.7
-    with self.assertRaisesRegex(ValueError, "rl.temperature"):
+    config.rl.temperature = 0.0  # greedy RL samples: a group has nothing to compare
+    with self.assertRaisesRegex(ValueError, r"rl.temperature=0.0 must be a finite number > 0"):
       trainer.Trainer(config, self.create_tempdir().full_path)
 
 

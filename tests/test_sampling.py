@@ -1,7 +1,8 @@
 """`rcca_jax.sampling` against transformers' greedy `generate` and a full forward.
 
 Tolerance: sampled log-probs within 1e-4 of log_softmax(logits / T) of a full fp32
-forward over prompt + sample (they agree to ~1e-6). Greedy tokens must be identical.
+forward over prompt + sample, and of the RL loss's log-probs at T (they agree to
+~1e-6). Greedy tokens must be identical.
 """
 
 
@@ -14,6 +15,7 @@ from absl.testing import absltest, parameterized
 
 from hf_tiny import MLA_ONLY, YARN, make_hf_model
 from hf_tiny import load_ling as load
+from rcca_jax.rl.functional import FunctionalModel
 from rcca_jax.sampling import JaxSampler, SampleOutput, Sampler, generate
 from rcca_jax.sampling.generate import (batch_bucket, filter_logits, new_tokens_bucket,
                                         prompt_bucket)
@@ -148,6 +150,29 @@ class SamplingTest(parameterized.TestCase):
         own = probs[np.arange(len(chosen)), chosen]
         mass_above = np.where(probs > own[:, None], probs, 0).sum(-1)
         self.assertTrue(np.all(mass_above < top_p))
+
+  @parameterized.named_parameters(("whole_logits", 0), ("chunked_logits", 5))
+  def test_policy_logprobs_at_the_sampling_temperature_are_the_samplers(self, chunk):
+    # RL's ratio at the first update on a batch: the loss's log-probs at rl.temperature
+    # (FunctionalModel.logprobs, the numerator) equal the sampler's (the denominator).
+    out = generate(self.model, self.prompts, max_new_tokens=14, temperature=0.6, seed=4)
+    seqs = [p + out.tokens[i, :out.lengths[i]].tolist() for i, p in enumerate(self.prompts)]
+    width = max(map(len, seqs))
+    ids = np.zeros((len(seqs), width), np.int32)
+    mask = np.zeros((len(seqs), width), bool)
+    for i, seq in enumerate(seqs):
+      ids[i, width - len(seq):] = seq
+      mask[i, width - len(seq):] = True
+    fmodel = FunctionalModel(self.model)
+    at = {t: np.asarray(fmodel.logprobs(fmodel.params, fmodel.model_state, jnp.asarray(ids),
+                                        jnp.asarray(mask), chunk, temperature=t)[0])
+          for t in (0.6, 1.0)}
+    for i in range(len(seqs)):
+      n = int(out.lengths[i])
+      np.testing.assert_allclose(at[0.6][i, width - n:], out.logprobs[i, :n],
+                                 atol=LOGP_TOL, rtol=0, err_msg=f"row {i}")
+      # At temperature 1 the same tokens have other log-probs: the temperature is used.
+      self.assertGreater(np.abs(at[1.0][i, width - n:] - out.logprobs[i, :n]).max(), 1e-2)
 
   def test_seed_reproducibility_and_row_independence(self):
     first = generate(self.model, self.prompts, max_new_tokens=14, temperature=0.8, seed=11)

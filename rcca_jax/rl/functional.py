@@ -65,9 +65,10 @@ class FunctionalModel:
     return jax.tree.unflatten(self._pure_rest_def, jax.tree.leaves(rest))
 
   def logprobs(self, params: PyTree, model_state: PyTree, input_ids: Array,
-               attention_mask: Optional[Array], logits_chunk: int = 0
-               ) -> tuple[Array, Array, Mapping[str, Any]]:
-    """`token_logprobs` of the model's predictions, and its aux outputs.
+               attention_mask: Optional[Array], logits_chunk: int = 0,
+               temperature: float = 1.0) -> tuple[Array, Array, Mapping[str, Any]]:
+    """`token_logprobs` of the model's predictions at `temperature` (the policy
+    softmax(logits / temperature): RL's sampling distribution), and its aux outputs.
 
     With `logits_chunk > 0` and a model that can return its final hidden states
     (`return_hidden=True`) and project them (`project_logits`), the [B, L, V] logits
@@ -78,11 +79,11 @@ class FunctionalModel:
       hidden, aux = model(input_ids, attention_mask=attention_mask, return_aux=True,
                           return_hidden=True)
       logp, entropy = chunked_token_logprobs(model.project_logits, hidden, input_ids,
-                                             logits_chunk)
+                                             logits_chunk, temperature)
       return logp, entropy, aux
     out = model(input_ids, attention_mask=attention_mask, return_aux=True)
     logits, aux = out if isinstance(out, tuple) else (out, {})
-    return (*token_logprobs(logits, input_ids), aux)
+    return (*token_logprobs(logits, input_ids, temperature), aux)
 
   def shardings(self, mesh: Mesh) -> tuple[PyTree, PyTree]:
     """NamedShardings of (params, model_state) from the logical-axis metadata."""
@@ -101,9 +102,14 @@ def _is_correction_bias(path, variable) -> bool:
   return bool(path) and str(path[-1]) in CORRECTION_BIAS_NAMES
 
 
-def _target_logprobs(logits: Array, targets: Array) -> tuple[Array, Array]:
-  """log p(target) and the predictive entropy (no gradient) at each position."""
-  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+def _target_logprobs(logits: Array, targets: Array, temperature: float = 1.0
+                     ) -> tuple[Array, Array]:
+  """log p(target) and the predictive entropy (no gradient) at each position, of
+  softmax(logits / temperature)."""
+  scaled = logits.astype(jnp.float32)
+  if temperature != 1.0:
+    scaled = scaled / temperature
+  log_probs = jax.nn.log_softmax(scaled, axis=-1)
   logp = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
   entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
   return logp, jax.lax.stop_gradient(entropy)
@@ -114,18 +120,22 @@ def _aligned(values: Array) -> Array:
   return jnp.concatenate([jnp.zeros_like(values[:, :1]), values], axis=1)
 
 
-def token_logprobs(logits: Array, input_ids: Array) -> tuple[Array, Array]:
-  """Log-probability of each token given the prefix, and the predictive entropy.
+def token_logprobs(logits: Array, input_ids: Array, temperature: float = 1.0
+                   ) -> tuple[Array, Array]:
+  """Log-probability of each token given the prefix, and the predictive entropy, under
+  softmax(logits / temperature).
 
   Both [B, L] aligned with `input_ids`; position 0 (no prefix) is 0.
   """
-  logp, entropy = _target_logprobs(logits[:, :-1], input_ids[:, 1:])
+  logp, entropy = _target_logprobs(logits[:, :-1], input_ids[:, 1:], temperature)
   return _aligned(logp), _aligned(entropy)
 
 
 def chunked_token_logprobs(project: Callable[[Array], Array], hidden: Array,
-                           input_ids: Array, chunk: int) -> tuple[Array, Array]:
-  """`token_logprobs(project(hidden), input_ids)` computed `chunk` positions at a time.
+                           input_ids: Array, chunk: int, temperature: float = 1.0
+                           ) -> tuple[Array, Array]:
+  """`token_logprobs(project(hidden), input_ids, temperature)` computed `chunk`
+  positions at a time.
 
   Each chunk's logits [B, chunk, V] are made, reduced and dropped, and remade in the
   backward pass (`layers.checkpointed_chunks`), so memory holds one chunk of logits
@@ -136,5 +146,6 @@ def chunked_token_logprobs(project: Callable[[Array], Array], hidden: Array,
   h = jnp.pad(hidden[:, :-1], ((0, 0), (0, pad), (0, 0)))
   targets = jnp.pad(input_ids[:, 1:], ((0, 0), (0, pad)))
   logp, entropy = layers.checkpointed_chunks(
-      lambda h_c, t_c: _target_logprobs(project(h_c), t_c), (h, targets), chunk)
+      lambda h_c, t_c: _target_logprobs(project(h_c), t_c, temperature), (h, targets),
+      chunk)
   return _aligned(logp[:, :length]), _aligned(entropy[:, :length])

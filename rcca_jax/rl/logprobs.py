@@ -34,9 +34,10 @@ LOGPROB_KEYS = ("input_ids", "attention_mask", "loss_mask")
 
 
 def make_logprob_fn(fmodel: train_step.FunctionalModel, micro_batches: int = 1, *,
-                    logits_chunk: int = 0,
+                    logits_chunk: int = 0, temperature: float = 1.0,
                     batch_spec: Optional[PartitionSpec] = None) -> Callable:
-  """`(params, model_state, batch) -> logp` [B, L], 0 outside `loss_mask`.
+  """`(params, model_state, batch) -> logp` [B, L] of softmax(logits / temperature),
+  0 outside `loss_mask`.
 
   `batch` holds `LOGPROB_KEYS`; rows are processed `B / micro_batches` at a time.
   """
@@ -54,7 +55,7 @@ def make_logprob_fn(fmodel: train_step.FunctionalModel, micro_batches: int = 1, 
     def body(_, mb):
       mb = {k: constrain(x) for k, x in mb.items()}
       logp, _, _ = fmodel.logprobs(params, model_state, mb["input_ids"],
-                                   mb["attention_mask"], logits_chunk)
+                                   mb["attention_mask"], logits_chunk, temperature)
       return None, jnp.where(mb["loss_mask"] > 0, logp, 0.0)
 
     _, logp = jax.lax.scan(body, None, micro)  # [k, B/k, L]; slice i has rows i, i+k..
@@ -70,10 +71,11 @@ def compile_logprob_fn(fmodel: train_step.FunctionalModel,
   the policy's, the batch and the output split over the data axes."""
   if mesh is None:
     return jax.jit(make_logprob_fn(fmodel, micro_batches,
-                                   logits_chunk=config.logits_chunk))
+                                   logits_chunk=config.logits_chunk,
+                                   temperature=config.temperature))
   spec = train_step.batch_partition_spec(mesh)
   fn = make_logprob_fn(fmodel, micro_batches, logits_chunk=config.logits_chunk,
-                       batch_spec=spec)
+                       temperature=config.temperature, batch_spec=spec)
   params_sh, rest_sh = fmodel.shardings(mesh)
   batch_sh = NamedSharding(mesh, spec)
   jitted = jax.jit(fn, in_shardings=(params_sh, rest_sh,

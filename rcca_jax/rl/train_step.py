@@ -60,12 +60,17 @@ def expert_counts(aux: Mapping[str, Any]) -> Optional[Array]:
 
 @dataclasses.dataclass(frozen=True)
 class StepConfig:
-  """Gradient-accumulation slices per step, and the router-bias update rate."""
+  """Gradient-accumulation slices per step, the router-bias update rate, and the
+  temperature of the policy whose log-probs the loss takes."""
   micro_batches: int = 1
   expert_bias_rate: float = 1e-3  # 0 disables the correction-bias update.
   # Positions per logits chunk in the loss (0: whole sequence). Long sequences with a
   # large vocabulary need it: 8k tokens x 157k vocab is 5 GB of float32 logits per row.
   logits_chunk: int = 0
+  # The loss's policy is softmax(logits / temperature): RL's sampling temperature
+  # (`rl.temperature`), so that the ratio's numerator is the distribution the sampler
+  # drew from and whose log-probs it returned; 1.0 for SFT.
+  temperature: float = 1.0
 
 
 def split_micro_batches(batch: Mapping[str, Array], k: int) -> dict[str, Array]:
@@ -93,6 +98,7 @@ def _init_stats(stats_shape: PyTree) -> PyTree:
 
 def make_gradient_fn(fmodel: FunctionalModel, objective: Objective,
                      micro_batches: int = 1, *, logits_chunk: int = 0,
+                     temperature: float = 1.0,
                      batch_spec: Optional[PartitionSpec] = None,
                      grad_shardings: Optional[PyTree] = None) -> Callable:
   """`(params, model_state, batch) -> (loss, grads, stats, expert_counts)`.
@@ -106,7 +112,8 @@ def make_gradient_fn(fmodel: FunctionalModel, objective: Objective,
 
   def loss_fn(params, model_state, batch, denominator):
     logp, entropy, aux = fmodel.logprobs(params, model_state, batch["input_ids"],
-                                         batch["attention_mask"], logits_chunk)
+                                         batch["attention_mask"], logits_chunk,
+                                         temperature)
     numerator, stats = objective.terms(logp, entropy, batch)
     return numerator / denominator, (stats, expert_counts(aux))
 
@@ -164,7 +171,9 @@ def make_train_step(fmodel: FunctionalModel, objective: Objective,
   optimizer = optim.make_optimizer(opt_config)
   schedule = optim.learning_rate_schedule(opt_config)
   gradients = make_gradient_fn(fmodel, objective, config.micro_batches,
-                               logits_chunk=config.logits_chunk, batch_spec=batch_spec, grad_shardings=grad_shardings)
+                               logits_chunk=config.logits_chunk,
+                               temperature=config.temperature, batch_spec=batch_spec,
+                               grad_shardings=grad_shardings)
 
   def step(state: TrainState, batch: Mapping[str, Array]):
     loss, grads, stats, counts = gradients(state.params, state.model_state, batch)

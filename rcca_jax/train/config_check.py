@@ -8,8 +8,8 @@ Checked: unknown fields (at every level, the schema derived from the typed secti
 `train/sections.py`, whose defaults fill a field a config leaves out), missing required
 ones, the mesh against the device count, that every batch splits over
 micro-batches (and RL mini-batches) and then over the mesh's batch axis, loss /
-optimizer / credit / evaluator / model sections that their classes accept, the RL temperature
-rule, token budgets against `model.max_position_embeddings`, a usable KL reference,
+optimizer / credit / evaluator / model sections that their classes accept, the RL temperature (> 0),
+token budgets against `model.max_position_embeddings`, a usable KL reference,
 the loss ranges (`RANGES`; the credit weights' in `CreditConfig`; `credit.cap` >=
 `credit.direct`),
 overlap (0 or 1, not with recomputed old log-probs), the grading backend and cache, prompts
@@ -293,10 +293,9 @@ def _check_rl(c: _Collector, mode: str) -> None:
   c.integer("rl.unscorable_retries", 0)
   c.integer("max_nonfinite_in_row", 0)
   temperature = c.get("rl.temperature")
-  if temperature != 1.0:
-    c.add(f"rl.temperature={temperature}: the policy loss computes log-probabilities at "
-          "temperature 1, so RL samples must use 1.0 (the sampler's log-probs are the "
-          "ratio's denominator)")
+  if not (isinstance(temperature, (int, float)) and 0 < temperature < math.inf):
+    c.add(f"rl.temperature={temperature} must be a finite number > 0 (RL samples, and "
+          "the loss takes log-probs of softmax(logits / temperature))")
   c.integer("eval.samples_per_request", 0)
   c.integer("eval.every_sft_steps", 0)
   fresh_dev = dict(c.get("data.fresh") or {}).get("dev_per_family")

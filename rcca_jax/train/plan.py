@@ -21,6 +21,7 @@ Read the numbers as an estimate, with ~10% headroom on the device.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any, Callable
@@ -121,6 +122,7 @@ def plan(config: ml_collections.ConfigDict, *,
 
   rl_opt = sections.optimizer_config(r.optimizer, r.num_steps)
   objective = train_step.PolicyObjective(loss, r.group_size)
+  step_config = dataclasses.replace(step_config, temperature=r.temperature)
   step, shardings = train_step.build_step(fmodel, objective, rl_opt, step_config, mesh)
   state = train_step.abstract_state(fmodel, rl_opt, shardings)
   rows = rl_rows // update.mini_batches

@@ -159,23 +159,28 @@ class Programs:
         max_new_tokens=r.max_new_tokens, temperature=r.temperature,
         seed=(step_seed(state.rng, step) + 7919 * jax.process_index()) % (2**31 - 1))
 
-  def step_config(self) -> train_step.StepConfig:
+  def step_config(self, temperature: float = 1.0) -> train_step.StepConfig:
     return train_step.StepConfig(micro_batches=self.job.micro_batches,
-                                 logits_chunk=self.job.logits_chunk)
+                                 logits_chunk=self.job.logits_chunk,
+                                 temperature=temperature)
 
-  def compile(self, objective, opt_config: optim.OptimizerConfig):
-    """The jitted update of `objective` (batches: this process's rows)."""
+  def compile(self, objective, opt_config: optim.OptimizerConfig,
+              temperature: float = 1.0):
+    """The jitted update of `objective` (batches: this process's rows), its loss on
+    the policy softmax(logits / temperature) (RL: `rl.temperature`)."""
     step, _ = train_step.build_step(self.fmodel, objective, opt_config,
-                                    self.step_config(), self.mesh)
+                                    self.step_config(temperature), self.mesh)
     return multihost.feed_global(step, self.mesh)
 
   def logprob_fn(self):
-    """Log-probs of a whole rollout batch, in slices as large as the step's (built
-    once: RL and the site metrics share its compiled program)."""
+    """Log-probs of a whole rollout batch at `rl.temperature` (the RL policy's), in
+    slices as large as the step's (built once: RL and the site metrics share its
+    compiled program)."""
     if self._logprobs is None:
       micro = self.job.micro_batches * self.updates.mini_batches
       self._logprobs = multihost.local_logprobs(logprobs_lib.compile_logprob_fn(
-          self.fmodel, self.step_config(), micro, self.mesh), self.mesh)
+          self.fmodel, self.step_config(self.job.rl.temperature), micro, self.mesh),
+          self.mesh)
     return self._logprobs
 
   def reference(self, saved: Optional[train_step.TrainState],

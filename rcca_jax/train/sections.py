@@ -115,7 +115,7 @@ class RlSection:
   policy_loss: str = "rcca"     # a registered policy loss: "rcca" | "grpo" | ...
   group_size: int               # samples per prompt (a GRPO group)
   prompts_per_step: int         # prompts per rollout batch
-  temperature: float = 1.0      # sampling temperature; the loss needs 1.0
+  temperature: float = 1.0      # sampling temperature; the loss uses the same (> 0)
   max_new_tokens: int           # sampled tokens per response
   max_prompt_len: int           # longest prompt in tokens
   long_prompts: str = "refuse"  # a longer prompt: "refuse" (error) | "skip"

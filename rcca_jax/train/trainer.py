@@ -222,7 +222,7 @@ class Trainer:
         overlap_steps=r.overlap_steps, num_steps=r.num_steps,
         ahead_dir=os.path.join(self.workdir, "checkpoints", "rl_ahead"))
     return _RlParts(
-        objective, p.compile(objective, self.checkpoints.rl.opt_config),
+        objective, p.compile(objective, self.checkpoints.rl.opt_config, r.temperature),
         p.logprob_fn() if self.updates.recompute_old_logprobs else None, reference,
         source, faults.NonFiniteGuard("RL", self.job.max_nonfinite_in_row))
 
