@@ -38,8 +38,8 @@ def prompts_for(seed, lengths, vocab):
   return [rng.integers(2, vocab, size=n).tolist() for n in lengths]
 
 
-def full_forward_logprobs(model, prompts, out: SampleOutput, temperature: float):
-  """log_softmax(logits / T) of every sampled token from one left-padded forward."""
+def left_padded(prompts, out: SampleOutput) -> tuple[np.ndarray, np.ndarray]:
+  """(ids, mask) [B, W] of each prompt + its sample, left-padded to the longest."""
   seqs = [p + out.tokens[i, :out.lengths[i]].tolist() for i, p in enumerate(prompts)]
   width = max(map(len, seqs))
   ids = np.zeros((len(seqs), width), np.int32)
@@ -47,6 +47,13 @@ def full_forward_logprobs(model, prompts, out: SampleOutput, temperature: float)
   for i, s in enumerate(seqs):
     ids[i, width - len(s):] = s
     mask[i, width - len(s):] = True
+  return ids, mask
+
+
+def full_forward_logprobs(model, prompts, out: SampleOutput, temperature: float):
+  """log_softmax(logits / T) of every sampled token from one left-padded forward."""
+  ids, mask = left_padded(prompts, out)
+  width = ids.shape[1]
   logits = np.asarray(model(jnp.asarray(ids), attention_mask=jnp.asarray(mask)), np.float64)
   result = []
   for i, p in enumerate(prompts):
@@ -156,18 +163,13 @@ class SamplingTest(parameterized.TestCase):
     # RL's ratio at the first update on a batch: the loss's log-probs at rl.temperature
     # (FunctionalModel.logprobs, the numerator) equal the sampler's (the denominator).
     out = generate(self.model, self.prompts, max_new_tokens=14, temperature=0.6, seed=4)
-    seqs = [p + out.tokens[i, :out.lengths[i]].tolist() for i, p in enumerate(self.prompts)]
-    width = max(map(len, seqs))
-    ids = np.zeros((len(seqs), width), np.int32)
-    mask = np.zeros((len(seqs), width), bool)
-    for i, seq in enumerate(seqs):
-      ids[i, width - len(seq):] = seq
-      mask[i, width - len(seq):] = True
+    ids, mask = left_padded(self.prompts, out)
+    width = ids.shape[1]
     fmodel = FunctionalModel(self.model)
     at = {t: np.asarray(fmodel.logprobs(fmodel.params, fmodel.model_state, jnp.asarray(ids),
                                         jnp.asarray(mask), chunk, temperature=t)[0])
           for t in (0.6, 1.0)}
-    for i in range(len(seqs)):
+    for i in range(len(self.prompts)):
       n = int(out.lengths[i])
       np.testing.assert_allclose(at[0.6][i, width - n:], out.logprobs[i, :n],
                                  atol=LOGP_TOL, rtol=0, err_msg=f"row {i}")
