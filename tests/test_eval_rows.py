@@ -11,11 +11,11 @@ from rcca_jax.train import eval_loop
 from tests import trainer_fixtures
 
 
-def _rollout(task_id, category, difficulty, passed):
+def _rollout(task_id, category, difficulty, passed, runs=True):
   task = types.SimpleNamespace(id=task_id, category=category, difficulty=difficulty,
                                extra={})
-  record = {"reward": 1.0 if passed else 0.2,
-            "gates": {"format": True, "source": True, "runtime": True},
+  record = {"reward": 1.0 if passed else (0.2 if runs else 0.1),
+            "gates": {"format": True, "source": True, "runtime": runs},
             "rubrics": [{"id": "r1", "passed": passed}]}
   return types.SimpleNamespace(task=task, record=record, reward=record["reward"])
 
@@ -57,6 +57,27 @@ class PassAtKTest(absltest.TestCase):
     stats = eval_loop.pass_stats(four)
     self.assertEqual((stats["pass_at_1"], stats["pass_at_4"]), (0.125, 0.5))
     self.assertNotIn("pass_at_4", eval_loop.pass_stats(four[:3] + four[4:]))
+
+  def test_sampled_gates_per_family(self):
+    # counter: 1 of 4 samples passes, 2 throw on load; snake: 2 samples, both run.
+    samples = [_rollout("counter-1", None, None, True),
+               _rollout("counter-1", None, None, False),
+               _rollout("counter-2", None, None, False, runs=False),
+               _rollout("counter-2", None, None, False, runs=False),
+               _rollout("snake-1", None, None, False),
+               _rollout("snake-1", None, None, False)]
+    stats = eval_loop.pass_stats(samples)
+    self.assertEqual(stats["sampled_gates_pass"], 4 / 6)
+    families = stats["sampled_families"]
+    self.assertEqual({f: (v["n"], v["gates_pass"], v["pass_rate"])
+                      for f, v in families.items()},
+                     {"counter": (4, 0.5, 0.25), "snake": (2, 1.0, 0.0)})
+    summary = {**eval_loop.summarize(samples[:1]), **stats}
+    flat = eval_loop.flat_metrics(summary)
+    self.assertEqual((flat["sampled/counter/gates_pass"], flat["sampled/snake/gates_pass"]),
+                     (0.5, 1.0))
+    self.assertNotIn("sampled_families", flat)
+    self.assertNotIn("sampled_families", eval_loop.headline(summary))
 
 
 @pytest.mark.slow

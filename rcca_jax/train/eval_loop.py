@@ -6,8 +6,10 @@ its task's rubrics pass) and the same per family, category and difficulty. With
 `samples_per_request` > 0 it also has the sampled pass@1: that many samples per request
 at `sample_temperature`, graded by the same grader; `pass_at_1` is the mean over
 requests of the share of their samples that pass, `sampled_reward_mean` the samples'
-mean reward, `pass_at_1_tasks` the share per request; with at least 4 samples per
-request also `pass_at_4` (the unbiased estimator). Writes `responses.jsonl`,
+mean reward, `sampled_gates_pass` their all-gates rate, `pass_at_1_tasks` the share
+per request and `sampled_families` the samples' `record_stats` per family (a policy
+whose greedy apps run may sample apps that do not: RL learns only from the samples);
+with at least 4 samples per request also `pass_at_4` (the unbiased estimator). Writes `responses.jsonl`,
 `evaluations.jsonl`, `report.html` (the credit view of a few samples), with samples
 `sampled.jsonl`, and last `summary.json` into the output directory, each atomically.
 """
@@ -37,7 +39,8 @@ GROUPINGS = (("families", family_of, ""),
              ("categories", lambda t: t.category or "unknown", "category/"),
              ("difficulties", lambda t: t.difficulty or "unknown", "difficulty/"))
 # Summary entries that are tables, not metrics (left out of the flat row and headline).
-TABLES = tuple(key for key, _, _ in GROUPINGS) + ("sites", "pass_at_1_tasks")
+TABLES = tuple(key for key, _, _ in GROUPINGS) + ("sites", "pass_at_1_tasks",
+                                                  "sampled_families")
 PASS_AT_K = (1, 4)  # sampled pass@k reported when every request has at least k samples
 
 
@@ -57,10 +60,12 @@ def summarize(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
 
 def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
   """The summary as flat metric names (`FAMILY/pass_rate`, `category/C/pass_rate`,
-  `difficulty/D/pass_rate`, ...)."""
+  `difficulty/D/pass_rate`, the samples' `sampled/FAMILY/gates_pass`, ...)."""
   out = {k: v for k, v in summary.items() if k not in TABLES}
-  for key, _, prefix in GROUPINGS:
-    for group, stats in summary[key].items():
+  tables = [(summary[key], prefix) for key, _, prefix in GROUPINGS]
+  tables.append((summary.get("sampled_families", {}), "sampled/"))
+  for table, prefix in tables:
+    for group, stats in table.items():
       for name in ("reward_mean", "gates_pass", "pass_rate"):
         out[f"{prefix}{group}/{name}"] = stats[name]
   return out
@@ -90,7 +95,7 @@ def pass_stats(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
   """`pass_at_1` (mean over requests of the share of their samples passing every
   rubric), `pass_at_K` for K in `PASS_AT_K` up to the fewest samples of a request
   (the unbiased estimator, `pass_at_k`), `sampled_reward_mean` (over samples with a
-  reward) and `pass_at_1_tasks`."""
+  reward), `sampled_gates_pass`, `pass_at_1_tasks` and `sampled_families`."""
   passed = collections.defaultdict(list)
   for r in rollouts:
     passed[r.task.id].append(rollouts_lib.passed_all(r.record or {}))
@@ -102,8 +107,15 @@ def pass_stats(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
     if 1 < k <= fewest:
       out[f"pass_at_{k}"] = float(np.mean([pass_at_k(len(p), sum(p), k)
                                            for p in passed.values()]))
+  by_family = collections.defaultdict(list)
+  for r in rollouts:
+    by_family[family_of(r.task)].append(r.record or {})
   return {**out, "sampled_reward_mean": float(np.mean(rewards)) if rewards else 0.0,
-          "pass_at_1_tasks": shares}
+          "sampled_gates_pass": rollouts_lib.record_stats(
+              [r.record or {} for r in rollouts])["gates_pass"],
+          "pass_at_1_tasks": shares,
+          "sampled_families": {f: {**rollouts_lib.record_stats(recs), "n": len(recs)}
+                               for f, recs in sorted(by_family.items())}}
 
 
 def sampled_pass(sampler: Any, tokenizer: Any, tasks: Sequence[Any], pool: Grader, *,
@@ -146,6 +158,7 @@ def write_outputs(out_dir: str, rollouts: Sequence[rollouts_lib.Rollout],
         passed = rollouts_lib.passed_all(r.record or {})
         f.write(json.dumps({"task_id": r.task.id, "sample_id": r.sample_id,
                             "reward": r.reward, "passed": passed,
+                            "gates": (r.record or {}).get("gates"),
                             "response": r.text}) + "\n")
   with jsonl.atomic_writer(os.path.join(out_dir, "summary.json")) as f:
     json.dump(summary, f, indent=1)
