@@ -53,7 +53,8 @@ class ConfigCheckTest(absltest.TestCase):
                   "eval.evaluator.load_timeout_s: unknown field",
                   "sft.batch_size=6 is not divisible by the 4-way batch axis (data)",
                   "rl.prompts_per_step=3 is not divisible by rl.mini_batches=2",
-                  "rl.temperature=0.0 must be a finite number > 0", "rl.loss.kl_beta=-1.0 must be >= 0",
+                  "rl.temperature=0.0 must be a finite number > 0",
+                  "rl.loss.kl_beta=-1.0 must be >= 0",
                   "rl.max_prompt_len + rl.max_new_tokens = 1160 exceeds "
                   "model.max_position_embeddings=1024",
                   "sft.optimizer: need 0 <= warmup_steps (-1)",

@@ -8,9 +8,9 @@ Checked: unknown fields (at every level, the schema derived from the typed secti
 `train/sections.py`, whose defaults fill a field a config leaves out), missing required
 ones, the mesh against the device count, that every batch splits over
 micro-batches (and RL mini-batches) and then over the mesh's batch axis, loss /
-optimizer / credit / evaluator / model sections that their classes accept, the RL temperature (> 0),
-token budgets against `model.max_position_embeddings`, a usable KL reference,
-the loss ranges (`RANGES`; the credit weights' in `CreditConfig`; `credit.cap` >=
+optimizer / credit / evaluator / model sections that their classes accept, the RL
+temperature (> 0), token budgets against `model.max_position_embeddings`, a usable KL
+reference, the loss ranges (`RANGES`; the credit weights' in `CreditConfig`; `credit.cap` >=
 `credit.direct`),
 overlap (0 or 1, not with recomputed old log-probs), the grading backend and cache, prompts
 that split over the job's processes, and (train mode) the files the job reads and, with a

@@ -9,9 +9,10 @@ requests of the share of their samples that pass, `sampled_reward_mean` the samp
 mean reward, `sampled_gates_pass` their all-gates rate, `pass_at_1_tasks` the share
 per request and `sampled_families` the samples' `record_stats` per family (a policy
 whose greedy apps run may sample apps that do not: RL learns only from the samples);
-with at least 4 samples per request also `pass_at_4` (the unbiased estimator). Writes `responses.jsonl`,
-`evaluations.jsonl`, `report.html` (the credit view of a few samples), with samples
-`sampled.jsonl`, and last `summary.json` into the output directory, each atomically.
+with at least 4 samples per request also `pass_at_4` (the unbiased estimator). Writes
+`responses.jsonl`, `evaluations.jsonl`, `report.html` (the credit view of a few
+samples), with samples `sampled.jsonl`, and last `summary.json` into the output
+directory, each atomically.
 """
 
 from __future__ import annotations
