@@ -220,8 +220,13 @@ class PageSessionTest(absltest.TestCase):
 
   def test_crash_in_the_frame_after_load_ends_the_load(self):
     # Long deadlines: the crash itself, not a deadline, must end the wait for the settle.
+    # The settle's fallback timer too: at the default 50 ms it wins the race with the next
+    # frame whenever a busy machine delays that frame (CI, two workers), and the load then
+    # ends before the crash. The timer is written into each new document by the context,
+    # hence the reset.
     self.session.config = dataclasses.replace(self.session.config, load_timeout=30.0,
-                                              step_timeout=30.0)
+                                              step_timeout=30.0, settle_ms=20_000.0)
+    self.run_async(self.session.reset())
     start = time.monotonic()
     with self.assertRaises(PageCrashed):
       self.run_async(self.session.load(
