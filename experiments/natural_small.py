@@ -4,6 +4,9 @@ requests, base -> SFT -> RL, credit arms on the policy's own mistakes (issue 38)
     python -m rcca_jax.main --config=experiments/natural_small.py --workdir=/tmp/natural
     python -m rcca_jax.ablation --config=experiments/natural_small.py \
         --workdir=/tmp/natural_ablation --seeds=3
+    python -m rcca_jax.main --config=experiments/natural_small.py:longer_sft \
+        --workdir=/tmp/natural_ablation/seed_0/sft \
+        --allow_config_change='sft.optimizer.total_steps,eval.*'
 
 Policy: a dense Llama-family decoder (`model.family=llama`) with the project's BPE
 tokenizer, trained from a random init. Tasks: the families in `FAMILIES`; SFT and RL
@@ -51,10 +54,13 @@ def model_config(hidden: int = 192, layers: int = 4) -> ml_collections.ConfigDic
 
 
 def get_config(preset: str = "rl") -> ml_collections.ConfigDict:
-  """Presets: "rl" (SFT, then RL; the ablation's arms) and "pilot" (the SFT learning
-  curve alone: the same SFT, no RL)."""
-  if preset not in ("rl", "pilot"):
-    raise ValueError(f"preset {preset!r}: expected 'rl' or 'pilot'")
+  """Presets: "rl" (SFT, then RL; the ablation's arms), "pilot" (the SFT learning
+  curve alone: the same SFT, no RL) and "longer_sft" (the pilot's SFT continued past its
+  schedule's end at the last learning rate, 1.5e-4, to step 9000, with 4 samples per dev
+  request at each evaluation: resume a finished SFT's directory with it, allowing
+  `sft.optimizer.total_steps,eval.*`)."""
+  if preset not in ("rl", "pilot", "longer_sft"):
+    raise ValueError(f"preset {preset!r}: expected 'rl', 'pilot' or 'longer_sft'")
   config = sections.defaults_config()
   config.model = model_config()
   config.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, expert=1, tensor=1))
@@ -80,6 +86,10 @@ def get_config(preset: str = "rl") -> ml_collections.ConfigDict:
   config.arms = ablation_small.get_config().arms
   config.ablation = ml_collections.ConfigDict(dict(arms="grpo,rcca,rcca_focus",
                                                    bootstrap=2000, shared_sft=True))
-  if preset == "pilot":
+  if preset in ("pilot", "longer_sft"):
     config.rl.num_steps = 0
+  if preset == "longer_sft":
+    config.sft.optimizer.total_steps = config.sft.num_steps   # the schedule ends here
+    config.sft.num_steps = 9000
+    config.eval.update(samples_per_request=4, every_sft_steps=750)
   return config

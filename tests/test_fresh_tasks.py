@@ -10,9 +10,11 @@ from experiments import natural_small
 from rcca_jax.data import draws
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.data.selection import load_task_file
+from rcca_jax.rl import optim
 from rcca_jax.train import config_check
 from rcca_jax.train import sections
 from rcca_jax.train import trainer as trainer_lib
+from rcca_jax.train import workdir_guard
 from rcca_jax.train.task_sources import TaskSources
 from tests.trainer_fixtures import FakeGrader
 
@@ -136,6 +138,24 @@ class ConfigCheckTest(absltest.TestCase):
                   "evaluate (or set eval.enabled=False)",
                   config_check.problems(config, num_devices=1))
     self.assertEqual(config_check.problems(config, num_devices=1, mode="eval"), [])
+
+  def test_longer_sft_continues_a_finished_sft_at_its_last_learning_rate(self):
+    pilot, longer = natural_small.get_config("pilot"), natural_small.get_config("longer_sft")
+    self.assertEqual(config_check.problems(longer, num_devices=1), [])
+    job = sections.job_config(longer)
+    schedule = optim.learning_rate_schedule(
+        sections.optimizer_config(job.sft.optimizer, job.sft.num_steps))
+    peak = pilot.sft.optimizer.learning_rate
+    end = peak * pilot.sft.optimizer.end_lr_ratio
+    # float32 schedule arithmetic: a few ulps of 1.5e-4.
+    for step in (6000, 7500, 8999):
+      self.assertAlmostEqual(float(schedule(step)), end, delta=1e-6 * end)
+    self.assertGreater(float(schedule(5000)), 2 * end)  # the pilot's decay, unchanged
+    # Resuming the pilot's directory changes exactly what the docstring's flag allows.
+    changes = workdir_guard.config_changes(pilot.to_dict(), longer.to_dict())
+    self.assertEqual([name for name, _, _ in changes],
+                     ["eval.every_sft_steps", "eval.samples_per_request", "sft.num_steps",
+                      "sft.optimizer.total_steps"])
 
   def test_fresh_needs_the_natural_setting(self):
     config = small_config()
