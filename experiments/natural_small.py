@@ -33,6 +33,12 @@ failures are its own: the template's ids and labels written for the request's (c
 throwing on load on such an id. Route (b), SmolLM2-135M-Instruct, measured on the same
 step shape: SFT 9.73 s per example (51x), one RL step of 16 samples 323 s (34x, 176 s of
 it sampling), against 9.6 s here (`benchmarks/natural_routes.py`): (a) chosen.
+
+`:longer_sft` on the rebuilt SFT (step 6000: greedy dev pass 0.117), 3,000 more steps at
+1.5e-4 (1.68 s per step, 2 AMD EPYC cores): greedy dev pass 0.13 / 0.15 / 0.15 / 0.20 at
+steps 6750-9000, pass@4 0.27-0.28, all of the gain dark_mode's (0.35 -> 0.55); counter
+and char_counter still do not copy the request's ids, and 0-3% of their sampled apps run
+(experiments/results/natural_small/README.md).
 """
 
 import ml_collections
