@@ -97,9 +97,11 @@ def pass_stats(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
   rubric), `pass_at_K` for K in `PASS_AT_K` up to the fewest samples of a request
   (the unbiased estimator, `pass_at_k`), `sampled_reward_mean` (over samples with a
   reward), `sampled_gates_pass`, `pass_at_1_tasks` and `sampled_families`."""
-  passed = collections.defaultdict(list)
-  for r in rollouts:
-    passed[r.task.id].append(rollouts_lib.passed_all(r.record or {}))
+  records = [r.record or {} for r in rollouts]
+  passed, by_family = collections.defaultdict(list), collections.defaultdict(list)
+  for r, record in zip(rollouts, records):
+    passed[r.task.id].append(rollouts_lib.passed_all(record))
+    by_family[family_of(r.task)].append(record)
   shares = {tid: float(np.mean(p)) for tid, p in passed.items()}
   rewards = [r.reward for r in rollouts if r.reward is not None]
   out = {"pass_at_1": float(np.mean(list(shares.values()))) if shares else 0.0}
@@ -108,12 +110,8 @@ def pass_stats(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
     if 1 < k <= fewest:
       out[f"pass_at_{k}"] = float(np.mean([pass_at_k(len(p), sum(p), k)
                                            for p in passed.values()]))
-  by_family = collections.defaultdict(list)
-  for r in rollouts:
-    by_family[family_of(r.task)].append(r.record or {})
   return {**out, "sampled_reward_mean": float(np.mean(rewards)) if rewards else 0.0,
-          "sampled_gates_pass": rollouts_lib.record_stats(
-              [r.record or {} for r in rollouts])["gates_pass"],
+          "sampled_gates_pass": rollouts_lib.record_stats(records)["gates_pass"],
           "pass_at_1_tasks": shares,
           "sampled_families": {f: {**rollouts_lib.record_stats(recs), "n": len(recs)}
                                for f, recs in sorted(by_family.items())}}
