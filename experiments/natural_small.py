@@ -7,6 +7,8 @@ requests, base -> SFT -> RL, credit arms on the policy's own mistakes (issue 38)
     python -m rcca_jax.main --config=experiments/natural_small.py:longer_sft \
         --workdir=/tmp/natural_ablation/seed_0/sft \
         --allow_config_change='sft.optimizer.total_steps,eval.*'
+    python -m rcca_jax.ablation --config=experiments/natural_small.py:longer_rl \
+        --workdir=/tmp/natural_ablation --seeds=3
 
 Policy: a dense Llama-family decoder (`model.family=llama`) with the project's BPE
 tokenizer, trained from a random init. Tasks: the families in `FAMILIES`; SFT and RL
@@ -59,14 +61,19 @@ def model_config(hidden: int = 192, layers: int = 4) -> ml_collections.ConfigDic
       max_position_embeddings=1024, tie_word_embeddings=True, attention_block_size=0))
 
 
+PRESETS = ("rl", "pilot", "longer_sft", "longer_rl")
+
+
 def get_config(preset: str = "rl") -> ml_collections.ConfigDict:
   """Presets: "rl" (SFT, then RL; the ablation's arms), "pilot" (the SFT learning
-  curve alone: the same SFT, no RL) and "longer_sft" (the pilot's SFT continued past its
+  curve alone: the same SFT, no RL), "longer_sft" (the pilot's SFT continued past its
   schedule's end at the last learning rate, 1.5e-4, to step 9000, with 4 samples per dev
   request at each evaluation: resume a finished SFT's directory with it, allowing
-  `sft.optimizer.total_steps,eval.*`)."""
-  if preset not in ("rl", "pilot", "longer_sft"):
-    raise ValueError(f"preset {preset!r}: expected 'rl', 'pilot' or 'longer_sft'")
+  `sft.optimizer.total_steps,eval.*`) and "longer_rl" (the ablation's arms from the
+  finished `longer_sft` run as the shared SFT: its SFT fields, RL at 6e-5, the pilot's
+  better rate, and greedy dev evaluations during RL)."""
+  if preset not in PRESETS:
+    raise ValueError(f"preset {preset!r}: expected one of {PRESETS}")
   config = sections.defaults_config()
   config.model = model_config()
   config.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, expert=1, tensor=1))
@@ -94,8 +101,13 @@ def get_config(preset: str = "rl") -> ml_collections.ConfigDict:
                                                    bootstrap=2000, shared_sft=True))
   if preset in ("pilot", "longer_sft"):
     config.rl.num_steps = 0
-  if preset == "longer_sft":
+  if preset in ("longer_sft", "longer_rl"):
     config.sft.optimizer.total_steps = config.sft.num_steps   # the schedule ends here
     config.sft.num_steps = 9000
     config.eval.update(samples_per_request=4, every_sft_steps=750)
+  if preset == "longer_rl":
+    # GRPO from the step-9000 SFT, seed 0, 40 steps (rl_pilot.json): greedy dev pass
+    # 0.200 -> 0.183 at 6e-5, -> 0.150 at 1.5e-4, flat at 2e-5.
+    config.rl.optimizer.learning_rate = 6e-5
+    config.eval.samples_per_request = 0  # sampled pass@k: --mode=eval after the run
   return config

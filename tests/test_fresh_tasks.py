@@ -157,6 +157,17 @@ class ConfigCheckTest(absltest.TestCase):
                      ["eval.every_sft_steps", "eval.samples_per_request", "sft.num_steps",
                       "sft.optimizer.total_steps"])
 
+  def test_longer_rl_shares_the_longer_sft_and_changes_only_rl(self):
+    longer, rl = natural_small.get_config("longer_sft"), natural_small.get_config("longer_rl")
+    self.assertEqual(config_check.problems(rl, num_devices=1), [])
+    # The ablation's SFT stage is the finished longer_sft run: same SFT fields.
+    self.assertEqual(rl.sft.to_dict(), longer.sft.to_dict())
+    changes = workdir_guard.config_changes(longer.to_dict(), rl.to_dict())
+    self.assertEqual([name for name, _, _ in changes],
+                     ["eval.samples_per_request", "rl.num_steps",
+                      "rl.optimizer.learning_rate"])
+    self.assertEqual((rl.rl.num_steps, rl.rl.optimizer.learning_rate), (40, 6e-5))
+
   def test_fresh_needs_the_natural_setting(self):
     config = small_config()
     config.data.setting = "controlled"
