@@ -41,6 +41,12 @@ it sampling), against 9.6 s here (`benchmarks/natural_routes.py`): (a) chosen.
 steps 6750-9000, pass@4 0.27-0.28, all of the gain dark_mode's (0.35 -> 0.55); counter
 and char_counter still do not copy the request's ids, and 0-3% of their sampled apps run
 (experiments/results/natural_small/README.md).
+
+`:longer_rl`, the ablation from that step-9000 SFT (3 seeds, 40 RL steps, 86 min for the
+9 runs on 2 AMD EPYC cores, 10.5-12.0 s per RL step): final greedy dev pass grpo 0.183,
+rcca 0.189, rcca_focus 0.167 against 0.200 after SFT. RL does not raise dev pass here:
+two thirds of the groups have no reward difference, since the counter and char_counter
+samples throw on load.
 """
 
 import ml_collections

@@ -4,8 +4,11 @@
 # and its evaluations' summary / evaluations / responses / sampled files, with
 # wall_times.json. With sft_resume.tar.gz it resumes the ablation on another machine:
 # `tar xzf sft_resume.tar.gz -C DIR; tar xzf arms.tar.gz -C DIR`, then the command.
-#   bash pack_arms.sh DIR RUN ...       e.g. bash pack_arms.sh /root/natural seed_0/grpo
+#   bash pack_arms.sh [-o NAME] DIR RUN ...   e.g. bash pack_arms.sh /root/natural seed_0/grpo
+#   (NAME: the archive, default arms.tar.gz)
 set -euo pipefail
+name=arms.tar.gz
+if [ "$1" = -o ]; then name=$2; shift 2; fi
 dir=$1; shift
 here=$(cd "$(dirname "$0")" && pwd)
 files=(wall_times.json)
@@ -15,5 +18,5 @@ for run in "$@"; do
       \( -path '*/eval/*' \( -name summary.json -o -name evaluations.jsonl -o \
       -name responses.jsonl -o -name sampled.jsonl \) \) \) | sort)
 done
-tar czf "$here/arms.tar.gz" -C "$dir" "${files[@]}"
-echo "$here/arms.tar.gz: $# runs, ${#files[@]} files, $(du -h "$here/arms.tar.gz" | cut -f1)"
+tar czf "$here/$name" -C "$dir" "${files[@]}"
+echo "$here/$name: $# runs, ${#files[@]} files, $(du -h "$here/$name" | cut -f1)"
