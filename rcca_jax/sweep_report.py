@@ -17,6 +17,12 @@ from rcca_jax import ablation_report
 
 fmt = ablation_report.fmt
 KEY = "bug_prob_mean"  # the primary metric: AUC of mean p_bug, lower is better
+# Head-to-head pairs (arm, against) that answer why focus wins (docs/ablation.md#controls):
+# location (focus against its placebo, the oracle against focus), magnitude (focus
+# against the same negative total spread evenly) and the model-free localizers.
+CONTROLS = (("rcca_focus", "rcca_focus_placebo"), ("rcca_focus_oracle", "rcca_focus"),
+            ("rcca_focus", "grpo_neg_scaled"), ("sibling_diff_focus", "rcca_focus"),
+            ("entropy_top20", "rcca_focus"))
 
 
 def mean_band(runs, key: str) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -46,6 +52,45 @@ def half_ratios(summary: Mapping[str, Any], unit: str = "steps"
   comp = ablation_report.compare(summary["arms"])
   return {arm: c[f"half_{unit}_ratio"] for arm, c in comp.items()
           if "geomean" in c.get(f"half_{unit}_ratio", {})}
+
+
+def head_to_head(summary: Mapping[str, Any], arm: str, other: str
+                 ) -> Optional[dict[str, Any]]:
+  """`arm` against `other`, paired by seed, from `summary["arms"]`: the AUC of p_bug
+  (`auc`: arm - other, interval, sign-flip p) and the RL steps until p_bug is below half
+  its post-SFT value (`steps_ratio`: arm / other); None when either arm has no run."""
+  runs = {r["seed"]: r for r in summary["arms"].get(arm, [])}
+  base = {r["seed"]: r for r in summary["arms"].get(other, [])}
+  if not runs or not base:
+    return None
+
+  def aucs(of):
+    return {s: ablation_report.auc(r, KEY) for s, r in of.items()}
+
+  def steps(of):
+    return {s: None if (x := ablation_report.reaches_fraction(r)) is None else x[0]
+            for s, r in of.items()}
+
+  return {"auc": ablation_report.paired(aucs(runs), aucs(base)),
+          "steps_ratio": ablation_report.ratio_test(steps(runs), steps(base))}
+
+
+def controls_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
+  """Per setting, each pair of CONTROLS both of whose arms ran: the paired AUC
+  difference of p_bug and the steps-to-half ratio."""
+  lines = ["| setting | arm − against | Δ AUC p_bug [95% CI] | p | "
+           "steps ratio, arm / against (baseline = against) [95% CI] |",
+           "|---|---|---|---|---|"]
+  for setting, summary in summaries.items():
+    for arm, other in CONTROLS:
+      test = head_to_head(summary, arm, other)
+      if test is None or test["auc"] is None:
+        continue
+      lo, hi = test["auc"]["interval"]
+      lines.append(f"| {setting} | {arm} − {other} | {test['auc']['mean']:+.3f} "
+                   f"[{fmt(lo)}, {fmt(hi)}] | {fmt(test['auc']['p'])} | "
+                   f"{ablation_report.ratio_cell(test['steps_ratio'])} |")
+  return "\n".join(lines) + "\n"
 
 
 def baseline_half_step(summary: Mapping[str, Any]) -> Optional[int]:
@@ -159,6 +204,7 @@ def plot(summaries: Mapping[str, Mapping[str, Any]], path: str) -> None:
 def _plot_ratios(ax, ratios: Mapping[str, Mapping[str, Any]],
                  colours: Mapping[str, str], name: str) -> None:
   """Steps-to-half ratios to the baseline (geometric mean, 95% interval), log scale."""
+  from matplotlib import ticker  # pylint: disable=import-outside-toplevel
   for i, (arm, test) in enumerate(ratios.items()):
     lo, hi = test["interval"]
     ax.errorbar([test["geomean"]], [i], xerr=[[test["geomean"] - lo],
@@ -166,6 +212,10 @@ def _plot_ratios(ax, ratios: Mapping[str, Mapping[str, Any]],
                 fmt="o", color=colours[arm], capsize=4)
   ax.axvline(1.0, color="grey", lw=1)
   ax.set_xscale("log")
+  # Plain labels at powers of two (the log axis's default 3x10^-1 labels overlap).
+  ax.xaxis.set_major_locator(ticker.LogLocator(base=2.0))
+  ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+  ax.xaxis.set_minor_formatter(ticker.NullFormatter())
   ax.set_yticks(range(len(ratios)), [f"{a} ({len(t['seeds'])} seeds)"
                                      for a, t in ratios.items()])
   ax.set_xlabel(f"RL steps to half p_bug / {ablation_report.BASELINE}'s, 95% CI")
@@ -179,5 +229,6 @@ def write_all(workdir: str, summaries: Mapping[str, Mapping[str, Any]]) -> None:
   if not done:
     return
   with open(os.path.join(workdir, "sweep.md"), "w", encoding="utf-8") as f:
-    f.write(markdown(done) + "\n" + half_markdown(done))
+    f.write(markdown(done) + "\n" + half_markdown(done) + "\nHead to head (the "
+            "controls of focus, paired by seed):\n\n" + controls_markdown(done))
   plot(done, os.path.join(workdir, "credit_sweep.png"))

@@ -76,6 +76,23 @@ class StepsSavedTest(absltest.TestCase):
     self.assertIsNone(sweep_report.baseline_half_step(slow))
     self.assertIn("s1_0: step 9", sweep_report.half_markdown({"s1_0": summary()}))
 
+  def test_head_to_head_pairs_two_arms_by_seed(self):
+    # The placebo: seed 0 like focus, seed 1 slower (halves at 9), seed 3 absent.
+    data = summary()
+    data["arms"]["rcca_focus_placebo"] = [
+        run(0, (0.6, 0.25, 0.2, 0.1)), run(1, (0.5, 0.4, 0.3, 0.2)),
+        run(2, (0.6, 0.5, 0.45, 0.4))]
+    test = sweep_report.head_to_head(data, "rcca_focus", "rcca_focus_placebo")
+    self.assertEqual(test["auc"]["seeds"], [0, 1, 2])
+    # AUCs (means over the 4 points): seed 1 focus 0.275, placebo 0.35; seeds 0, 2 equal.
+    np.testing.assert_allclose(test["auc"]["per_seed"], [0.0, -0.075, 0.0], atol=1e-12)
+    self.assertEqual(test["steps_ratio"]["seeds"], [0, 1])  # seed 2: neither got there
+    np.testing.assert_allclose(test["steps_ratio"]["per_seed"], [1.0, 6 / 9])
+    self.assertIsNone(sweep_report.head_to_head(data, "rcca_focus", "grpo_neg_scaled"))
+    text = sweep_report.controls_markdown({"s1_0": data})
+    self.assertIn("| s1_0 | rcca_focus − rcca_focus_placebo | -0.025 [", text)
+    self.assertNotIn("grpo_neg_scaled", text)
+
   def test_tables_and_figure(self):
     text = ablation_report.markdown({"comparison": ablation_report.compare(
         summary()["arms"]), "arms": summary()["arms"]})
@@ -83,7 +100,9 @@ class StepsSavedTest(absltest.TestCase):
     with tempfile.TemporaryDirectory() as d:
       sweep_report.write_all(d, {"s1_0": summary()})
       with open(os.path.join(d, "sweep.md"), encoding="utf-8") as f:
-        self.assertIn("| s1_0 | rcca_focus | 3, 6, never, 3 | 0.47 [", f.read())
+        text = f.read()
+      self.assertIn("| s1_0 | rcca_focus | 3, 6, never, 3 | 0.47 [", text)
+      self.assertIn("Head to head", text)
       self.assertGreater(os.path.getsize(os.path.join(d, "credit_sweep.png")), 10_000)
 
 
