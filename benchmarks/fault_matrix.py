@@ -57,6 +57,22 @@ FULL = JOB + [f"--config.sft.num_steps={SFT_STEPS}", "--config.sft.checkpoint_ev
 # Faults during SFT: a short SFT, a checkpoint every 4 steps, no RL.
 SHORT_SFT = JOB + ["--config.sft.num_steps=12", "--config.sft.checkpoint_every=4",
                    "--config.rl.num_steps=0", "--config.eval.enabled=False"]
+# The same job as a one-arm ablation (`python -m rcca_jax.ablation`): its seed 0 SFT is a
+# copy of the prepared post-SFT run, its arm `grpo` trains the RL steps.
+ABLATION = "rcca_jax.ablation"
+ABLATION_CONFIG = '''"""The fault matrix's job as a one-arm ablation (written by benchmarks/fault_matrix.py)."""
+
+import ml_collections
+
+from experiments import tiny_natural
+
+
+def get_config():
+  config = tiny_natural.get_config()
+  config.arms = ml_collections.ConfigDict(dict(grpo="rl.policy_loss=grpo"))
+  config.ablation = ml_collections.ConfigDict(dict(arms="grpo", bootstrap=100))
+  return config
+'''
 
 
 @dataclasses.dataclass
@@ -204,13 +220,15 @@ def env(root: pathlib.Path) -> dict[str, str]:
 
 
 def launch(root: pathlib.Path, workdir: pathlib.Path, args: list[str],
-           extra_env: Optional[dict[str, str]] = None) -> subprocess.Popen:
-  """The job on `workdir`, its stderr in WORKDIR.logN (N counts the launches)."""
+           extra_env: Optional[dict[str, str]] = None, module: str = "rcca_jax.main"
+           ) -> subprocess.Popen:
+  """The job (`python -m MODULE`) on `workdir`, its stderr in WORKDIR.logN (N counts the
+  launches)."""
   workdir.parent.mkdir(parents=True, exist_ok=True)
   n = len(list(workdir.parent.glob(f"{workdir.name}.log*")))
   log = open(workdir.parent / f"{workdir.name}.log{n}", "w")  # pylint: disable=consider-using-with
   return subprocess.Popen(
-      [sys.executable, "-m", "rcca_jax.main", f"--workdir={workdir}", *args], cwd=REPO,
+      [sys.executable, "-m", module, f"--workdir={workdir}", *args], cwd=REPO,
       env={**env(root), **(extra_env or {})}, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -329,16 +347,16 @@ class Matrix:
     root.mkdir(parents=True, exist_ok=True)
 
   def _baseline(self, name: str, args: list[str], source: Optional[str] = None,
-                ) -> pathlib.Path:
-    """A finished run of `args` (from a copy of baseline `source` when given), made
-    once under ROOT/NAME."""
+                module: str = "rcca_jax.main", into: str = "") -> pathlib.Path:
+    """A finished run of `args` (from a copy of baseline `source` in its subdirectory
+    `into`, when given), made once under ROOT/NAME."""
     workdir = self.root / name
     if (self.root / f"{name}.done").exists():
       return workdir
     shutil.rmtree(workdir, ignore_errors=True)
     if source:
-      shutil.copytree(self._baseline_dir(source), workdir)
-    code = run(self.root, workdir, args)
+      shutil.copytree(self._baseline_dir(source), workdir / into)
+    code = run(self.root, workdir, args, module=module)
     if code:
       raise RuntimeError(f"baseline {name} failed (exit {code}):\n{log_text(workdir)[-3000:]}")
     (self.root / f"{name}.done").write_text("")
@@ -356,6 +374,15 @@ class Matrix:
 
   def sft_reference(self) -> pathlib.Path:
     return self._baseline("sft_reference", SHORT_SFT)
+
+  def ablation_args(self) -> list[str]:
+    config = self.root / "ablation_job.py"
+    config.write_text(ABLATION_CONFIG)
+    return [f"--config={config}", "--seeds=1", *FULL[1:]]
+
+  def ablation_reference(self) -> pathlib.Path:
+    return self._baseline("ablation_reference", self.ablation_args(), source="prepared",
+                          module=ABLATION, into="seed_0/sft")
 
   def fresh(self, name: str, source: Optional[str] = "prepared") -> pathlib.Path:
     """ROOT/rows/NAME, emptied, or a copy of baseline `source`."""
@@ -430,6 +457,44 @@ class Matrix:
       if sig == signal.SIGTERM:
         row.check(again == done, f"SIGTERM: resumed at {again}, {done} were done")
       self.compare_rl(row, workdir)
+    return row.done()
+
+  def sigterm_ablation(self) -> Row:
+    """SIGTERM to the ablation command: one line and 75 as from the main job, the
+    stopped run's seconds kept, the rerun resumes and ends bitwise on its baseline."""
+    row = Row("sigterm_ablation", "SIGTERM to `python -m rcca_jax.ablation` after its "
+              "arm's RL step 1 row (step 2 in flight)")
+    workdir, args = self.fresh(row.fault, source=None), self.ablation_args()
+    shutil.copytree(self.prepared(), workdir / "seed_0" / "sft")
+    arm = workdir / "seed_0" / "grpo"
+    proc = launch(self.root, workdir, args, module=ABLATION)
+    sent, seconds = signal_at(proc, lambda: 1 in steps(rows_of(arm), "rl"), signal.SIGTERM)
+    row.check(sent, "the job ended before the signal could be sent")
+    text = log_text(workdir)
+    last = (text.strip().splitlines() or [""])[-1]
+    row.did = f"exit {proc.returncode} {seconds:.1f} s after the signal: {last[:100]}"
+    row.check(proc.returncode == EXIT_PREEMPTED,
+              f"exit status {proc.returncode}, expected {EXIT_PREEMPTED}")
+    row.check(seconds <= 30, f"exited {seconds:.1f} s after SIGTERM (limit 30)")
+    row.check("Traceback" not in text and last.startswith("preempted:"),
+              f"not one line saying it was preempted: {text[-1500:]}")
+    walls = workdir / "wall_times.json"
+    spent = json.loads(walls.read_text()).get("seed_0/grpo", 0.0) if walls.exists() else 0.0
+    row.check(spent > 0, "the stopped run's seconds are not in wall_times.json")
+    done = max(steps(rows_of(arm), "rl") or [0])
+    code = run(self.root, workdir, args, module=ABLATION)
+    row.check(code == 0, f"rerun exit {code}: {log_text(workdir)[-2000:]}")
+    again = resumed_at(workdir)
+    row.lost = (f"{done} RL steps logged before ({spent:.0f} s kept); resumed at step "
+                f"{again}")
+    row.check(again == done, f"resumed at {again}, {done} were done")
+    row.check(steps(rows_of(arm), "rl") == list(range(1, RL_STEPS + 1)),
+              f"RL rows {steps(rows_of(arm), 'rl')}")
+    row.check((workdir / "summary.json").exists(), "no summary.json after the rerun")
+    same = bitwise_equal(arm / "checkpoints" / "rl",
+                         self.ablation_reference() / "seed_0" / "grpo" / "checkpoints" / "rl")
+    row.bitwise = f"final {'equal' if same else 'DIFFERENT'}"
+    row.check(same, row.bitwise)
     return row.done()
 
   # ---- rows: non-finite updates ----------------------------------------------------------
@@ -753,6 +818,7 @@ ROWS = {
        (lambda m, s=sig, w=where: m._signal_row(s, w))  # pylint: disable=protected-access
        for sig in (signal.SIGTERM, signal.SIGKILL)
        for where in ("sft", "rl_step", "dev_eval")},
+    "sigterm_ablation": Matrix.sigterm_ablation,
     "torn_metrics": Matrix.torn_metrics,
     "truncated_checkpoint": Matrix.truncated_checkpoint,
     "orbax_temp_dir": Matrix.orbax_temp_dir,

@@ -96,6 +96,11 @@ def get_config() -> ml_collections.ConfigDict:
       sibling_diff_focus="rl.policy_loss=rcca;credit.blame=sibling_diff;"
                          "credit.negative_unblamed=0.0",
       entropy_top20="rl.policy_loss=grpo;rl.loss.entropy_top_fraction=0.2",
+      # GRPO with every token of a failed response at one constant weight, no blame at
+      # all (the model-free magnitude control): 0.3, grpo_neg_scaled's mean weight on a
+      # failed response's tokens over its mean on a passing one's in credit study 2's
+      # s1_0 (0.34 / 1.18 = 0.29).
+      grpo_neg_const="rl.policy_loss=grpo;rl.loss.negative_scale=0.3",
       # Plain SGD, learning rate SGD_LR (see its note).
       grpo_sgd=f"rl.policy_loss=grpo;rl.optimizer.name=sgd;rl.optimizer.learning_rate={SGD_LR}",
       rcca_sgd=f"rl.policy_loss=rcca;rl.optimizer.name=sgd;rl.optimizer.learning_rate={SGD_LR}",

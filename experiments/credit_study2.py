@@ -25,7 +25,12 @@ Arms (experiments/ablation_small.py, docs/ablation.md#controls):
                                 evaluator's direct recall was 1.000);
   sibling_diff_focus            focus on the tokens that differ from the group's best
                                 response (model-free localizer);
-  entropy_top20                 GRPO on each response's 20% highest-entropy tokens.
+  entropy_top20                 GRPO on each response's 20% highest-entropy tokens;
+  grpo_neg_const                GRPO with a failed response's tokens at 0.3, no blame
+                                (the model-free magnitude control; added after s1_0's
+                                five seeds showed magnitude, not location: a resume
+                                trains it for the finished seeds, rebuilding their SFT,
+                                which must reproduce the recorded post-SFT evaluation).
 Settings run in the order s1_0, s3_4 (the cheaper one first); seeds run one after the
 other, every arm of a seed before the next seed.
 
@@ -37,7 +42,8 @@ import ml_collections
 from experiments import credit_sweep
 
 REFERENCE_ARMS = "grpo,rcca,rcca_focus"
-NEW_ARMS = "rcca_focus_placebo,grpo_neg_scaled,sibling_diff_focus,entropy_top20"
+NEW_ARMS = ("rcca_focus_placebo,grpo_neg_scaled,sibling_diff_focus,entropy_top20,"
+            "grpo_neg_const")
 RL_STEPS = 36
 
 

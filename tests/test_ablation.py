@@ -229,6 +229,63 @@ class OnlySeedsTest(absltest.TestCase):
     self.assertEqual(os.listdir(workdir), ["wall_times.json"])  # no temporary left
 
 
+class RebuiltSftTest(absltest.TestCase):
+  """An SFT run whose checkpoint was not kept (a study resumed from packed run files) is
+  trained again when an arm needs it, and kept only if it reproduces the recorded run."""
+
+  def setUp(self):
+    super().setUp()
+    from tests.trainer_fixtures import trainer_config  # pylint: disable=import-outside-toplevel
+    self.config = trainer_config()
+    self.config.rl.num_steps = 0
+    self.workdir = self.create_tempdir().full_path
+    self.sft = os.path.join(self.workdir, "seed_0", "sft")
+    ablation._run(self.config, self.sft, self.workdir, "seed_0/sft")  # pylint: disable=protected-access
+    self.kept = os.path.join(self.workdir, "kept")
+    os.replace(os.path.join(self.sft, "checkpoints"), self.kept)  # as a pack leaves it
+
+  def rows(self, path):
+    return ablation.read_rows(path)
+
+  @staticmethod
+  def latest_state(directory):
+    """The latest saved state of a checkpoint directory, as numpy leaves."""
+    import jax  # pylint: disable=import-outside-toplevel
+    import orbax.checkpoint as ocp  # pylint: disable=import-outside-toplevel
+    step = max(int(p) for p in os.listdir(directory) if p.isdigit())
+    with ocp.StandardCheckpointer() as ckpt:
+      state = ckpt.restore(os.path.join(directory, str(step), "state"))
+    return [np.asarray(x) for x in jax.tree.leaves(state)]
+
+  def test_rebuild_reproduces_the_checkpoint(self):
+    recorded = self.rows(self.sft)
+    ablation._rebuild_sft(self.config, self.sft, self.workdir, "seed_0/sft_rebuilt")  # pylint: disable=protected-access
+    self.assertFalse(os.path.exists(self.sft + ".recorded"))
+    self.assertEqual([(r["stage"], r["step"]) for r in self.rows(self.sft)],
+                     [(r["stage"], r["step"]) for r in recorded])
+    rebuilt = self.latest_state(os.path.join(self.sft, "checkpoints", "sft"))
+    kept = self.latest_state(os.path.join(self.kept, "sft"))
+    self.assertEqual(len(rebuilt), len(kept))
+    for a, b in zip(rebuilt, kept):  # SFT is deterministic: bit for bit
+      np.testing.assert_array_equal(a, b)
+    self.assertIn("seed_0/sft_rebuilt", ablation.load_walls(self.workdir))
+
+  def test_a_rebuild_that_differs_is_set_aside(self):
+    from rcca_jax.train import faults  # pylint: disable=import-outside-toplevel
+    with open(os.path.join(self.sft, "metrics.jsonl"), "a", encoding="utf-8") as f:
+      f.write(json.dumps({"stage": "eval", "step": 1, "after": "sft", "pass_rate": 0.5,
+                          "reward_mean": 0.6}) + "\n")
+    with self.assertRaisesRegex(faults.RunStopped, r"sft\.rebuilt-differs: the rebuilt "
+                                r"SFT run does not reproduce .*\(pass_rate: recorded 0\.5, "
+                                r"rebuilt None; 2 fields differ\)"):
+      ablation._rebuild_sft(self.config, self.sft, self.workdir, "seed_0/sft_rebuilt")  # pylint: disable=protected-access
+    self.assertTrue(os.path.exists(
+        os.path.join(self.sft + ".rebuilt-differs", "checkpoints", "sft")))
+    self.assertFalse(os.path.exists(self.sft + ".recorded"))
+    self.assertEqual(self.rows(self.sft)[-1]["pass_rate"], 0.5)  # the record, put back
+    self.assertFalse(os.path.exists(os.path.join(self.sft, "checkpoints")))
+
+
 @pytest.mark.slow
 class AblationEndToEndTest(absltest.TestCase):
 

@@ -27,6 +27,7 @@ ARMS = {
     "sibling_diff_focus": ("rcca", "sibling_diff", 0.0, "adamw", "seq-mean-token-mean",
                            True, 0.0),
     "entropy_top20": ("grpo", "evaluator", 1.0, "adamw", "seq-mean-token-mean", True, 0.2),
+    "grpo_neg_const": ("grpo", "evaluator", 1.0, "adamw", "seq-mean-token-mean", True, 0.0),
     "grpo_sgd": ("grpo", "evaluator", 1.0, "sgd", "seq-mean-token-mean", True, 0.0),
     "rcca_sgd": ("rcca", "evaluator", 1.0, "sgd", "seq-mean-token-mean", True, 0.0),
     "grpo_token_mean": ("grpo", "evaluator", 1.0, "adamw", "token-mean", True, 0.0),
@@ -50,6 +51,7 @@ class ArmsTest(parameterized.TestCase):
     self.assertEqual((loss.policy_loss, credit.blame, loss.rcca_negative_unblamed,
                       opt.name, loss.aggregation, loss.scale_advantages_by_std,
                       loss.entropy_top_fraction), ARMS[name])
+    self.assertEqual(loss.negative_scale, 0.3 if name == "grpo_neg_const" else 1.0)
     self.assertEqual(opt.learning_rate, ablation_small.SGD_LR if opt.name == "sgd"
                      else 1e-4)
     self.assertEqual(credit.weights(), {"direct": 3.0, "context": 1.5, "cap": 4.0})

@@ -278,6 +278,30 @@ class RegistryTest(parameterized.TestCase):
     np.testing.assert_allclose(stats["token_sums"]["negative_weight_sum"],
                                focus_stats["token_sums"]["negative_weight_sum"], rtol=1e-5)
 
+  @parameterized.parameters("grpo", "rcca")
+  def test_negative_scale_multiplies_the_failed_responses_weights(self, name):
+    logp, old, adv, wbar, mask, _ = random_inputs(13)
+    self.assertTrue((adv < 0).any() and (adv > 0).any())
+    jl, jo, ja, jw, jm = f32(logp, old, adv, wbar, mask)
+    cfg = losses.preset("grpo", policy_loss=name, negative_scale=0.3)
+    num, stats = losses.get_policy_loss(name)(jl, jo, ja, jw, jm, None, cfg)
+    base = (np.ones_like(logp) if name == "grpo"
+            else np.asarray(rcca.effective_weights(jw, ja)))
+    weights = np.where(adv[:, None] < 0, 0.3, 1.0) * base
+    want, _ = np_loss_and_grad(logp, old, adv, weights, mask, 0.2, 0.2,
+                               "seq-mean-token-mean")
+    # float32 weights and log-ratios against the float64 reference: a few ulps of the
+    # sums, far inside 1e-5 relative.
+    np.testing.assert_allclose(num / grpo.loss_denominator(jm, cfg.aggregation), want,
+                               rtol=1e-5)
+    off = losses.preset("grpo", policy_loss=name)
+    _, off_stats = losses.get_policy_loss(name)(jl, jo, ja, jw, jm, None, off)
+    np.testing.assert_allclose(stats["token_sums"]["negative_weight_sum"],
+                               0.3 * off_stats["token_sums"]["negative_weight_sum"],
+                               rtol=1e-6)
+    with self.assertRaisesRegex(ValueError, "negative_scale=-1.0 must be >= 0"):
+      losses.LossConfig(negative_scale=-1.0)
+
   @parameterized.parameters("grpo", "rcca", "grpo_neg_scaled")
   def test_entropy_top_fraction_zeroes_the_other_tokens(self, name):
     logp, old, adv, wbar, mask, _ = random_inputs(11)

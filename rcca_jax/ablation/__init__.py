@@ -79,24 +79,72 @@ def _done(workdir: str, stage: str, step: int) -> bool:
              for r in read_rows(workdir))
 
 
-def _run(config: ml_collections.ConfigDict, workdir: str) -> float:
-  """Trains one run; a policy that diverges (non-finite log-probs or updates, skipped
-  `max_nonfinite_in_row` times in a row: train/faults.py) ends its run with
-  `ablation_report.DIVERGED` written, so the sweep goes on and a resume does not repeat
-  it."""
+def _run(config: ml_collections.ConfigDict, run_dir: str, workdir: str,
+         wall_key: str) -> None:
+  """Trains one run in `run_dir` and adds its wall seconds to `workdir`'s
+  `wall_times.json` under `wall_key`, also when it stops early (preempted, stopped
+  safely), so a resumed run's seconds add to those it had spent. A policy that diverges
+  (non-finite log-probs or updates, skipped `max_nonfinite_in_row` times in a row:
+  train/faults.py) ends its run with `ablation_report.DIVERGED` written, so the sweep
+  goes on and a resume does not repeat it."""
   from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
   from rcca_jax.rl import batching  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import faults  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
   t0 = time.time()
   try:
-    trainer_lib.Trainer(config, workdir).train()
+    trainer_lib.Trainer(config, run_dir).train()
   except (batching.NonFiniteBatch, faults.NonFiniteStop) as e:
-    steps = [int(r["step"]) for r in read_rows(workdir) if r.get("stage") == "rl"]
-    with open(os.path.join(workdir, ablation_report.DIVERGED), "w", encoding="utf-8") as f:
+    steps = [int(r["step"]) for r in read_rows(run_dir) if r.get("stage") == "rl"]
+    with open(os.path.join(run_dir, ablation_report.DIVERGED), "w", encoding="utf-8") as f:
       json.dump({"error": str(e), "rl_steps_done": max(steps, default=0)}, f)
-    print(f"{workdir}: diverged after RL step {max(steps, default=0)} ({e})", flush=True)
-  return time.time() - t0
+    print(f"{run_dir}: diverged after RL step {max(steps, default=0)} ({e})", flush=True)
+  finally:
+    _add_wall(workdir, wall_key, time.time() - t0)
+
+
+def _post_sft(run_dir: str) -> dict[str, Any]:
+  """The last post-SFT evaluation row of a run, less its timings and cache counts."""
+  rows = [r for r in read_rows(run_dir)
+          if r.get("stage") == "eval" and r.get("after") == "sft"]
+  return {k: v for k, v in (rows[-1] if rows else {}).items()
+          if not (k.endswith("_s") or k.startswith("cache_") or k == "time")}
+
+
+def _rebuild_sft(config: ml_collections.ConfigDict, sft: str, workdir: str,
+                 wall_key: str) -> None:
+  """Trains again an SFT run whose rows are recorded but whose checkpoint was not kept
+  (a study resumed from packed run files, with an arm added), and checks that it
+  reproduces the recorded post-SFT evaluation exactly: RL arms trained from it pair with
+  the recorded ones only then. The recorded directory is kept as `SFT.recorded` while
+  the rebuild runs (a stopped rebuild resumes); one that differs is set aside as
+  `SFT.rebuilt-differs`, the recorded run put back, and the run stops (`RunStopped`,
+  exit 3) naming the first differing field."""
+  from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
+  from rcca_jax.train import faults  # pylint: disable=import-outside-toplevel
+  recorded = f"{sft}.recorded"
+  if not os.path.exists(recorded):
+    os.replace(sft, recorded)
+  print(f"{sft}: its checkpoint was not kept; rebuilding the SFT run", flush=True)
+  _run(config, sft, workdir, wall_key)
+  want, got = _post_sft(recorded), _post_sft(sft)
+  # Fields both rows log must be equal (a field logged by newer code alone is not a
+  # difference); the report's own metrics must be in both.
+  needed = {"pass_rate", "reward_mean", *(k for k in ablation_report.EXACT if k in want)}
+  differs = sorted(k for k in (set(want) & set(got)) | needed
+                   if want.get(k) != got.get(k))
+  if differs:
+    aside = f"{sft}.rebuilt-differs"
+    shutil.rmtree(aside, ignore_errors=True)
+    os.replace(sft, aside)
+    os.replace(recorded, sft)
+    k = differs[0]
+    raise faults.RunStopped(
+        f"{aside}: the rebuilt SFT run does not reproduce the recorded post-SFT "
+        f"evaluation ({k}: recorded {want.get(k)!r}, rebuilt {got.get(k)!r}; "
+        f"{len(differs)} fields differ), so RL arms trained from it would not pair "
+        "with the recorded ones")
+  shutil.rmtree(recorded)
 
 
 def run(config: ml_collections.ConfigDict, workdir: str, seeds: int,
@@ -122,8 +170,8 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int,
     sft = ablation_report.sft_dir_of(workdir, seed, shared)
     if not _done(sft, "sft", config.sft.num_steps) or (
         config.eval.enabled and not _done(sft, "eval", config.sft.num_steps)):
-      _add_wall(workdir, f"seed_{0 if shared else seed}/sft",
-                _run(sft_config(config, 0 if shared else seed), sft))
+      _run(sft_config(config, 0 if shared else seed), sft, workdir,
+           f"seed_{0 if shared else seed}/sft")
     for arm in arms:
       arm_dir = os.path.join(workdir, f"seed_{seed}", arm)
       if _done(arm_dir, "rl", config.rl.num_steps) or os.path.exists(
@@ -131,8 +179,12 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int,
         continue
       target = os.path.join(arm_dir, "checkpoints", "sft")
       if not os.path.exists(target):
+        if os.path.exists(f"{sft}.recorded") or not os.path.exists(
+            os.path.join(sft, "checkpoints", "sft")):  # not kept, or a rebuild stopped
+          _rebuild_sft(sft_config(config, 0 if shared else seed), sft, workdir,
+                       f"seed_{0 if shared else seed}/sft_rebuilt")
         shutil.copytree(os.path.join(sft, "checkpoints", "sft"), target)
-      _add_wall(workdir, f"seed_{seed}/{arm}", _run(arm_config(config, seed, arm), arm_dir))
+      _run(arm_config(config, seed, arm), arm_dir, workdir, f"seed_{seed}/{arm}")
   if only_seeds:
     return {}
   summary = ablation_report.collect(workdir, arms, seeds, config)

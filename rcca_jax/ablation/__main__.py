@@ -19,8 +19,11 @@ so the command keeps JAX's persistent compilation cache in `DIR/jax_cache` (unle
 Re-running the command resumes: finished stages are skipped, an interrupted one resumes
 from its checkpoint. `--only_seeds=2,3` trains just those seeds, so processes (or
 machines sharing DIR) can split the seeds; a run without it then skips what they
-finished and writes the summary. Outputs: `DIR/summary.json`, `DIR/ablation.png` and
-`DIR/ablation.md` (see `rcca_jax.ablation_report`).
+finished and writes the summary. Exit status as `rcca_jax.main`'s, with one line on
+stderr saying why: 75 preempted (SIGTERM: the run in flight checkpointed its step;
+rerun to resume), 3 a run stopped safely, 2 an invalid config. Outputs:
+`DIR/summary.json`, `DIR/ablation.png` and `DIR/ablation.md` (see
+`rcca_jax.ablation_report`).
 """
 
 from __future__ import annotations
@@ -63,30 +66,41 @@ def use_compile_cache(workdir: str) -> str:
 
 def main(argv):
   del argv
-  from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
   f = flags.FLAGS
   config, workdir, seeds = f.config, f.workdir, f.seeds
   if not f.report_only:
     use_compile_cache(workdir)
-  if sweep.is_sweep(config):
-    _main_sweep(config, workdir, seeds, f.report_only)
-    return
-  if f.report_only:
+  from rcca_jax.train.faults import RunStopped  # pylint: disable=import-outside-toplevel
+  try:
+    if sweep.is_sweep(config):
+      _main_sweep(config, workdir, seeds, f.report_only)
+    else:
+      _main_ablation(config, workdir, seeds, f.report_only,
+                     [int(s) for s in f.only_seeds])
+  except RunStopped as e:  # preempted (75) or stopped safely (3): one line, work kept
+    print(str(e), file=sys.stderr)
+    sys.exit(e.exit_code)
+
+
+def _main_ablation(config: ml_collections.ConfigDict, workdir: str, seeds: int,
+                   report_only: bool, only_seeds: list[int]) -> None:
+  """`main` for one ablation: trains what is missing (or only reports), prints the table."""
+  from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
+  if report_only:
     summary = ablation_report.collect(workdir, ablation.arm_names(config), seeds, config)
     summary["wall_s"] = ablation.load_walls(workdir)
     ablation_report.write_all(workdir, summary)
   else:
     from rcca_jax.train.config_check import ConfigError  # pylint: disable=import-outside-toplevel
     try:
-      summary = ablation.run(config, workdir, seeds,
-                             only_seeds=[int(s) for s in f.only_seeds])
+      summary = ablation.run(config, workdir, seeds, only_seeds=only_seeds)
     except (ConfigError, ValueError) as e:  # every problem listed, no traceback
       print(str(e), file=sys.stderr)
       sys.exit(2)
     if not summary:
-      print(f"trained seeds {', '.join(f.only_seeds)}; rerun without --only_seeds for "
+      print(f"trained seeds {', '.join(map(str, only_seeds))}; rerun without --only_seeds for "
             "the summary")
       return
   print(ablation_report.markdown(summary))

@@ -9,7 +9,8 @@ into the effective weights of docs/method.md#6-asymmetric-effective-weights;
 over its tokens (`rcca.negative_scaled_weights`); `weighted` uses `wbar` as it is (diagnostics,
 `benchmarks/credit_mechanism.py`). `LossConfig.entropy_top_fraction > 0` keeps, in any
 of them, only each response's highest-entropy tokens (`grpo.top_entropy_tokens`; the
-per-token `entropy` is then required). Variants (DAPO, Dr. GRPO) are presets of
+per-token `entropy` is then required); `LossConfig.negative_scale` multiplies, in any of
+them, every weight of a negative-advantage response by one constant (no blame needed). Variants (DAPO, Dr. GRPO) are presets of
 `LossConfig`, not code branches.
 """
 
@@ -40,6 +41,9 @@ class LossConfig:
   # > 0: only each response's ceil(fraction * n) highest-entropy tokens keep their
   # weight, the others get 0 (grpo.top_entropy_tokens); 0: off.
   entropy_top_fraction: float = 0.0
+  # Every token weight of a negative-advantage response times this constant (1: off):
+  # the model-free magnitude control (docs/method.md#7-objective).
+  negative_scale: float = 1.0
 
   def __post_init__(self):
     get_policy_loss(self.policy_loss)
@@ -49,6 +53,8 @@ class LossConfig:
     if not 0.0 <= self.entropy_top_fraction <= 1.0:
       raise ValueError(f"entropy_top_fraction={self.entropy_top_fraction} must lie in "
                        "[0, 1] (0: off)")
+    if not self.negative_scale >= 0.0:
+      raise ValueError(f"negative_scale={self.negative_scale} must be >= 0 (1: off)")
 
   @classmethod
   def from_mapping(cls, values: Mapping[str, Any]) -> "LossConfig":
@@ -84,6 +90,9 @@ def _clipped_terms(logp, old_logp, advantages, weights, mask, ref_logp,
       raise ValueError("entropy_top_fraction > 0 needs the per-token entropy")
     weights = weights * grpo.top_entropy_tokens(entropy, mask,
                                                 config.entropy_top_fraction)
+  if config.negative_scale != 1.0:
+    negative = jnp.asarray(advantages)[:, None] < 0
+    weights = jnp.where(negative, config.negative_scale * weights, weights)
   return grpo.policy_loss_terms(
       logp, old_logp, advantages, weights, mask, eps_low=config.eps_low,
       eps_high=config.eps_high, aggregation=config.aggregation, ref_logp=ref_logp,
