@@ -97,10 +97,12 @@ def get_config() -> ml_collections.ConfigDict:
                          "credit.negative_unblamed=0.0",
       entropy_top20="rl.policy_loss=grpo;rl.loss.entropy_top_fraction=0.2",
       # GRPO with every token of a failed response at one constant weight, no blame at
-      # all (the model-free magnitude control): 0.3, grpo_neg_scaled's mean weight on a
-      # failed response's tokens over its mean on a passing one's in credit study 2's
-      # s1_0 (0.34 / 1.18 = 0.29).
-      grpo_neg_const="rl.policy_loss=grpo;rl.loss.negative_scale=0.3",
+      # all (the model-free magnitude control). 0.1 matches grpo_neg_scaled's gradient
+      # norm: on credit study 2's s3_4 seed-0 first batches |g| / |g_grpo| is 0.11-0.13
+      # at 0.1 against 0.08-0.16 for grpo_neg_scaled (failed responses carry 0.97-1.00
+      # of GRPO's gradient); 0.3, their token-weight ratio in s1_0, left the gradient
+      # GRPO's (cosine 0.99). experiments/results/credit_study2/README.md.
+      grpo_neg_const="rl.policy_loss=grpo;rl.loss.negative_scale=0.1",
       # Plain SGD, learning rate SGD_LR (see its note).
       grpo_sgd=f"rl.policy_loss=grpo;rl.optimizer.name=sgd;rl.optimizer.learning_rate={SGD_LR}",
       rcca_sgd=f"rl.policy_loss=rcca;rl.optimizer.name=sgd;rl.optimizer.learning_rate={SGD_LR}",

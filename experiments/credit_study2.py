@@ -26,7 +26,7 @@ Arms (experiments/ablation_small.py, docs/ablation.md#controls):
   sibling_diff_focus            focus on the tokens that differ from the group's best
                                 response (model-free localizer);
   entropy_top20                 GRPO on each response's 20% highest-entropy tokens;
-  grpo_neg_const                GRPO with a failed response's tokens at 0.3, no blame
+  grpo_neg_const                GRPO with a failed response's tokens at 0.1, no blame
                                 (the model-free magnitude control; added after s1_0's
                                 five seeds showed magnitude, not location: a resume
                                 trains it for the finished seeds, rebuilding their SFT,

@@ -51,7 +51,7 @@ class ArmsTest(parameterized.TestCase):
     self.assertEqual((loss.policy_loss, credit.blame, loss.rcca_negative_unblamed,
                       opt.name, loss.aggregation, loss.scale_advantages_by_std,
                       loss.entropy_top_fraction), ARMS[name])
-    self.assertEqual(loss.negative_scale, 0.3 if name == "grpo_neg_const" else 1.0)
+    self.assertEqual(loss.negative_scale, 0.1 if name == "grpo_neg_const" else 1.0)
     self.assertEqual(opt.learning_rate, ablation_small.SGD_LR if opt.name == "sgd"
                      else 1e-4)
     self.assertEqual(credit.weights(), {"direct": 3.0, "context": 1.5, "cap": 4.0})
