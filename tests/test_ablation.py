@@ -269,6 +269,17 @@ class RebuiltSftTest(absltest.TestCase):
     for a, b in zip(rebuilt, kept):  # SFT is deterministic: bit for bit
       np.testing.assert_array_equal(a, b)
     self.assertIn("seed_0/sft_rebuilt", ablation.load_walls(self.workdir))
+    with open(os.path.join(self.sft, "rebuilt.json"), encoding="utf-8") as f:
+      self.assertEqual(json.load(f), {"moved_within_tolerance": {}})
+
+  def test_only_teacher_forced_probabilities_may_move_and_only_by_rounding(self):
+    reproduces = ablation._reproduces  # pylint: disable=protected-access
+    # credit study 2, s1_0 seed 0: recorded at 07a8597, rebuilt at the sweep's numbers.
+    self.assertTrue(reproduces("bug_prob_mean", 0.5486570769525512, 0.5486573059052149))
+    self.assertFalse(reproduces("bug_prob_mean", 0.5486570769525512, 0.5487))
+    self.assertFalse(reproduces("pass_at_1", 0.25, 0.25 + 1e-12))  # discrete: exact
+    self.assertFalse(reproduces("bug_prob_mean", 0.5, None))
+    self.assertTrue(reproduces("pass_rate", 0.5, 0.5))
 
   def test_a_rebuild_that_differs_is_set_aside(self):
     from rcca_jax.train import faults  # pylint: disable=import-outside-toplevel

@@ -111,12 +111,30 @@ def _post_sft(run_dir: str) -> dict[str, Any]:
           if not (k.endswith("_s") or k.startswith("cache_") or k == "time")}
 
 
+# Post-SFT fields that are continuous functions of the parameters (teacher-forced
+# probabilities), and how far a rebuild may move them. Everything else an evaluation
+# logs (pass rates, rewards, gates, sampled outcomes) is discrete and must be equal.
+# SFT in float32 is reproducible to the bit on one machine and code, but not across
+# every commit: credit study 2's seeds 0-2 of s1_0, trained at 07a8597, differ from
+# the same SFT at the sweep's commit and at today's by one ulp of the loss at step 30,
+# which 300 AdamW steps grow to 2e-6 in a sequence log-prob and 4e-7 relative in
+# p_bug. 1e-5 relative admits that and is 600x below the smallest difference the study
+# reports (Δ AUC p_bug 0.006 on 0.55).
+CONTINUOUS = {"bug_prob_mean": 1e-5}
+
+
+def _reproduces(field: str, recorded: Any, rebuilt: Any) -> bool:
+  if field in CONTINUOUS and isinstance(recorded, float) and isinstance(rebuilt, float):
+    return abs(rebuilt - recorded) <= CONTINUOUS[field] * abs(recorded)
+  return recorded == rebuilt
+
+
 def _rebuild_sft(config: ml_collections.ConfigDict, sft: str, workdir: str,
                  wall_key: str) -> None:
   """Trains again an SFT run whose rows are recorded but whose checkpoint was not kept
   (a study resumed from packed run files, with an arm added), and checks that it
-  reproduces the recorded post-SFT evaluation exactly: RL arms trained from it pair with
-  the recorded ones only then. The recorded directory is kept as `SFT.recorded` while
+  reproduces the recorded post-SFT evaluation (discrete outcomes exactly, p_bug within
+  `CONTINUOUS`): RL arms trained from it pair with the recorded ones only then. The recorded directory is kept as `SFT.recorded` while
   the rebuild runs (a stopped rebuild resumes); one that differs is set aside as
   `SFT.rebuilt-differs`, the recorded run put back, and the run stops (`RunStopped`,
   exit 3) naming the first differing field."""
@@ -132,7 +150,7 @@ def _rebuild_sft(config: ml_collections.ConfigDict, sft: str, workdir: str,
   # difference); the report's own metrics must be in both.
   needed = {"pass_rate", "reward_mean", *(k for k in ablation_report.EXACT if k in want)}
   differs = sorted(k for k in (set(want) & set(got)) | needed
-                   if want.get(k) != got.get(k))
+                   if not _reproduces(k, want.get(k), got.get(k)))
   if differs:
     aside = f"{sft}.rebuilt-differs"
     shutil.rmtree(aside, ignore_errors=True)
@@ -144,6 +162,13 @@ def _rebuild_sft(config: ml_collections.ConfigDict, sft: str, workdir: str,
         f"evaluation ({k}: recorded {want.get(k)!r}, rebuilt {got.get(k)!r}; "
         f"{len(differs)} fields differ), so RL arms trained from it would not pair "
         "with the recorded ones")
+  moved = {k: {"recorded": want[k], "rebuilt": got[k]}
+           for k in sorted(set(want) & set(got)) if want[k] != got[k]}
+  with open(os.path.join(sft, "rebuilt.json"), "w", encoding="utf-8") as f:
+    json.dump({"moved_within_tolerance": moved}, f, indent=1)
+  print(f"{sft}: rebuilt; it reproduces the recorded post-SFT evaluation"
+        + (f" ({', '.join(moved)} within {CONTINUOUS})" if moved else " exactly"),
+        flush=True)
   shutil.rmtree(recorded)
 
 
