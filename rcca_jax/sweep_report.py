@@ -19,10 +19,12 @@ fmt = ablation_report.fmt
 KEY = "bug_prob_mean"  # the primary metric: AUC of mean p_bug, lower is better
 # Head-to-head pairs (arm, against) that answer why focus wins (docs/ablation.md#controls):
 # location (focus against its placebo, the oracle against focus), magnitude (focus
-# against the same negative total spread evenly) and the model-free localizers.
+# against the same negative total spread evenly), the model-free localizers, and the
+# blame-free constant scale against the two magnitude arms that use the blame.
 CONTROLS = (("rcca_focus", "rcca_focus_placebo"), ("rcca_focus_oracle", "rcca_focus"),
             ("rcca_focus", "grpo_neg_scaled"), ("sibling_diff_focus", "rcca_focus"),
-            ("entropy_top20", "rcca_focus"))
+            ("entropy_top20", "rcca_focus"), ("grpo_neg_const", "rcca_focus"),
+            ("grpo_neg_const", "grpo_neg_scaled"))
 
 
 def mean_band(runs, key: str) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:

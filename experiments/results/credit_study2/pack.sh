@@ -26,6 +26,7 @@ json.dump({k: v for k, v in w.items() if k.split("/")[0][len("seed_"):] in keep}
   for seed in "${seeds[@]}"; do
     while IFS= read -r f; do files+=("${f#"$dir"/}"); done < <(
       find "$dir/$setting/seed_$seed" \( -name metrics.jsonl -o -name diverged.json -o \
+        -name rebuilt.json -o \
         \( -path '*/eval/*' \( -name summary.json -o -name evaluations.jsonl -o \
         -name responses.jsonl \) \) \) | sort)
   done
