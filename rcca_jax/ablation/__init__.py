@@ -118,8 +118,8 @@ def _post_sft(run_dir: str) -> dict[str, Any]:
 # every commit: credit study 2's seeds 0-2 of s1_0, trained at 07a8597, differ from
 # the same SFT at the sweep's commit and at today's by one ulp of the loss at step 30,
 # which 300 AdamW steps grow to 2e-6 in a sequence log-prob and 4e-7 relative in
-# p_bug. 1e-5 relative admits that and is 600x below the smallest difference the study
-# reports (Δ AUC p_bug 0.006 on 0.55).
+# p_bug. 1e-5 relative admits that and is 1000x below the smallest difference the
+# study reports (Δ AUC p_bug 0.006 on 0.55, 1e-2 relative).
 CONTINUOUS = {"bug_prob_mean": 1e-5}
 
 
@@ -134,8 +134,9 @@ def _rebuild_sft(config: ml_collections.ConfigDict, sft: str, workdir: str,
   """Trains again an SFT run whose rows are recorded but whose checkpoint was not kept
   (a study resumed from packed run files, with an arm added), and checks that it
   reproduces the recorded post-SFT evaluation (discrete outcomes exactly, p_bug within
-  `CONTINUOUS`): RL arms trained from it pair with the recorded ones only then. The recorded directory is kept as `SFT.recorded` while
-  the rebuild runs (a stopped rebuild resumes); one that differs is set aside as
+  `CONTINUOUS`): RL arms trained from it pair with the recorded ones only then. The
+  recorded directory is kept as `SFT.recorded` while the rebuild runs (a stopped
+  rebuild resumes); one that differs is set aside as
   `SFT.rebuilt-differs`, the recorded run put back, and the run stops (`RunStopped`,
   exit 3) naming the first differing field."""
   from rcca_jax import ablation_report  # pylint: disable=import-outside-toplevel
