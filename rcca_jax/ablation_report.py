@@ -376,12 +376,13 @@ def bootstrap_interval(values: Sequence[float], *, reps: int = 2000, seed: int =
   return (float(lo), float(hi))
 
 
-def compare(arms: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+def compare(arms: Mapping[str, Sequence[Mapping[str, Any]]], baseline: str = BASELINE
+            ) -> dict[str, Any]:
   """Per arm: gain over post-SFT, the AUC of the greedy pass rate, steps to the
   baseline's final pass rate and, against the baseline arm, per-seed paired differences
   of the final values and of the pass-rate AUC."""
   out: dict[str, Any] = {}
-  base = {r["seed"]: r for r in arms.get(BASELINE, [])}
+  base = {r["seed"]: r for r in arms.get(baseline, [])}
   threshold = (float(np.mean([final(r) for r in base.values()])) if base else None)
   for arm, runs in arms.items():
     if not runs:
@@ -403,7 +404,7 @@ def compare(arms: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     aucs = {r["seed"]: auc(r, "pass_rate") for r in runs}
     entry["auc_pass_rate"] = float(np.mean(list(aucs.values())))
     entry["auc_pass_rate_per_seed"] = [aucs[r["seed"]] for r in runs]
-    if arm != BASELINE and pairs:
+    if arm != baseline and pairs:
       entry["paired_auc_pass_rate"] = paired(
           aucs, {s: auc(r, "pass_rate") for s, r in base.items()})
       for key in ("pass_rate", "reward_mean"):
@@ -411,13 +412,14 @@ def compare(arms: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
         entry[f"paired_{key}_diff"] = float(np.mean(diffs))
         entry[f"paired_{key}_diff_per_seed"] = diffs
         entry[f"paired_{key}_diff_interval"] = bootstrap_interval(diffs)
-    entry.update(_exact_comparison(arm, runs, base))
+    entry.update(_exact_comparison(arm, runs, base, baseline))
     out[arm] = entry
   return out
 
 
 def _exact_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
-                      base: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+                      base: Mapping[int, Mapping[str, Any]], baseline: str = BASELINE
+                      ) -> dict[str, Any]:
   """AUCs, final values and steps to bug_prob_mean < 0.1 of the exact metrics the
   runs have, paired against the baseline's (not for the baseline itself)."""
   out: dict[str, Any] = {}
@@ -432,15 +434,15 @@ def _exact_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
                                             if key in r["post_sft"]]))
     out[f"final_{key}"] = float(np.mean([final(r, key) for r in runs
                                          if has_metric(r, key)]))
-    if arm != BASELINE:
+    if arm != baseline:
       test = paired(values, {s: auc(r, key) for s, r in base.items()})
       if test:
         out[f"paired_auc_{key}"] = test
   if any(has_metric(r, "bug_prob_mean") for r in runs):
     out["steps_to_bug_prob"] = {"threshold": BUG_PROB_THRESHOLD, "per_seed": [
         steps_below(r, BUG_PROB_THRESHOLD) for r in runs]}
-    out.update(_half_comparison(arm, runs, base))
-  if arm != BASELINE and base:
+    out.update(_half_comparison(arm, runs, base, baseline))
+  if arm != baseline and base:
     test = site_test(runs, list(base.values()))
     if test:
       out["site_test"] = test
@@ -448,7 +450,8 @@ def _exact_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
 
 
 def _half_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
-                     base: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+                     base: Mapping[int, Mapping[str, Any]], baseline: str = BASELINE
+                     ) -> dict[str, Any]:
   """RL steps and wall seconds until mean p_bug is below HALF of post-SFT, per seed,
   and (not for the baseline) their ratios to the baseline's, paired by seed."""
   reached = {r["seed"]: reaches_fraction(r) for r in runs}
@@ -460,7 +463,7 @@ def _half_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
       "seconds": [None if reached[r["seed"]] is None else reached[r["seed"]][1]
                   for r in runs],
       "horizon": [r["evals"][-1]["step"] if r["evals"] else 0 for r in runs]}}
-  if arm != BASELINE and base:
+  if arm != baseline and base:
     for i, unit in enumerate(("steps", "seconds")):
       mine = {s: None if v is None else v[i] for s, v in reached.items()}
       theirs = {s: None if v is None else v[i] for s, v in base_reached.items()}

@@ -61,20 +61,11 @@ def head_to_head(summary: Mapping[str, Any], arm: str, other: str
   """`arm` against `other`, paired by seed, from `summary["arms"]`: the AUC of p_bug
   (`auc`: arm - other, interval, sign-flip p) and the RL steps until p_bug is below half
   its post-SFT value (`steps_ratio`: arm / other); None when either arm has no run."""
-  runs = {r["seed"]: r for r in summary["arms"].get(arm, [])}
-  base = {r["seed"]: r for r in summary["arms"].get(other, [])}
-  if not runs or not base:
+  if not summary["arms"].get(arm) or not summary["arms"].get(other):
     return None
-
-  def aucs(of):
-    return {s: ablation_report.auc(r, KEY) for s, r in of.items()}
-
-  def steps(of):
-    return {s: None if (x := ablation_report.reaches_fraction(r)) is None else x[0]
-            for s, r in of.items()}
-
-  return {"auc": ablation_report.paired(aucs(runs), aucs(base)),
-          "steps_ratio": ablation_report.ratio_test(steps(runs), steps(base))}
+  comp = ablation_report.compare({a: summary["arms"][a] for a in (arm, other)},
+                                 baseline=other)[arm]
+  return {"auc": comp.get(f"paired_auc_{KEY}"), "steps_ratio": comp.get("half_steps_ratio")}
 
 
 def controls_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
