@@ -16,9 +16,11 @@ evaluation's per-site records, `train.site_metrics`); older runs load without th
 alone. Exact metrics (docs/ablation.md#metrics): per run, the area under the curve (mean over the
 evaluations, post-SFT included) of `bug_prob_mean` (lower is better) and `pass_at_1`,
 the steps until `bug_prob_mean` < 0.1, and the RL steps and seconds until it is below
-half its post-SFT value (`reaches_fraction`); against the baseline, per-seed paired
-differences with a bootstrap interval and a two-sided paired sign-flip p-value, the
-steps-saved ratios (`ratio_test`), and a site-level test over (seed, bug site) units
+half its post-SFT value (`reaches_fraction`) and until it is at or below the baseline's
+final value of the same seed (`reaches_value`: the baseline's result at its horizon, a
+measure that exists where the baseline never halves); against the baseline, per-seed
+paired differences with a bootstrap interval and a two-sided paired sign-flip p-value,
+the steps-saved ratios (`ratio_test`), and a site-level test over (seed, bug site) units
 (see `site_test`).
 """
 
@@ -248,8 +250,22 @@ def reaches_fraction(run: Mapping[str, Any], fraction: float = HALF,
   if not has_metric(run, key):
     return None
   threshold = fraction * run["post_sft"][key]
+  return _first_rl_point(run, key, lambda v: v < threshold)
+
+
+def reaches_value(run: Mapping[str, Any], target: float, key: str = "bug_prob_mean"
+                  ) -> Optional[tuple[int, float]]:
+  """(RL step, RL wall seconds) of the first RL evaluation whose `key` is at or below
+  `target` (e.g. the baseline's final value); None if none is (or it lacks `key`)."""
+  if not has_metric(run, key):
+    return None
+  return _first_rl_point(run, key, lambda v: v <= target)
+
+
+def _first_rl_point(run: Mapping[str, Any], key: str, passes: Any
+                    ) -> Optional[tuple[int, float]]:
   for point in run["evals"]:
-    if point[key] < threshold:
+    if passes(point[key]):
       return (int(point["step"]), float(point.get("rl_seconds", float("nan"))))
   return None
 
@@ -442,6 +458,7 @@ def _exact_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
     out["steps_to_bug_prob"] = {"threshold": BUG_PROB_THRESHOLD, "per_seed": [
         steps_below(r, BUG_PROB_THRESHOLD) for r in runs]}
     out.update(_half_comparison(arm, runs, base, baseline))
+    out.update(_match_comparison(arm, runs, base, baseline))
   if arm != baseline and base:
     test = site_test(runs, list(base.values()))
     if test:
@@ -468,6 +485,34 @@ def _half_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
       mine = {s: None if v is None else v[i] for s, v in reached.items()}
       theirs = {s: None if v is None else v[i] for s, v in base_reached.items()}
       out[f"half_{unit}_ratio"] = ratio_test(mine, theirs)
+  return out
+
+
+def _match_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
+                      base: Mapping[int, Mapping[str, Any]], baseline: str = BASELINE
+                      ) -> dict[str, Any]:
+  """RL steps and wall seconds until mean p_bug is at or below the baseline's final
+  value of the same seed (what the baseline reached at its horizon), per seed, and (not
+  for the baseline) their ratios to the baseline's own, paired by seed."""
+  key = "bug_prob_mean"
+  targets = {s: final(r, key) for s, r in base.items() if has_metric(r, key)}
+  if not targets:
+    return {}
+  reached = {r["seed"]: (reaches_value(r, targets[r["seed"]])
+                         if r["seed"] in targets else None) for r in runs}
+  out: dict[str, Any] = {"steps_to_baseline_final": {
+      "seeds": [r["seed"] for r in runs],
+      "targets": [targets.get(r["seed"]) for r in runs],
+      "steps": [None if reached[r["seed"]] is None else reached[r["seed"]][0]
+                for r in runs],
+      "seconds": [None if reached[r["seed"]] is None else reached[r["seed"]][1]
+                  for r in runs]}}
+  if arm != baseline:
+    base_reached = {s: reaches_value(base[s], t) for s, t in targets.items()}
+    for i, unit in enumerate(("steps", "seconds")):
+      mine = {s: None if v is None else v[i] for s, v in reached.items()}
+      theirs = {s: None if v is None else v[i] for s, v in base_reached.items()}
+      out[f"match_{unit}_ratio"] = ratio_test(mine, theirs)
   return out
 
 
@@ -509,6 +554,7 @@ def exact_markdown(comp: Mapping[str, Any]) -> list[str]:
         f"{fmt(c.get('post_sft_pass_at_1'))} | {fmt(c.get('final_pass_at_1'))} | "
         f"{fmt(c.get('auc_pass_at_1'))} | {_paired_cell(c.get('paired_auc_pass_at_1'))} |")
   lines += half_markdown(comp)
+  lines += match_markdown(comp)
   lines += ["", "Site-level test: units are (seed, task, bug site); difference = the unit's "
             "AUC of p_bug, arm − baseline; sign flips per unit, statistic stratified by "
             f"seed (mean of per-seed means); exact up to {EXACT_MAX} units, else Monte "
@@ -530,23 +576,41 @@ def ratio_cell(test: Optional[Mapping[str, Any]]) -> str:
 def half_markdown(comp: Mapping[str, Any]) -> list[str]:
   """Lines of the steps-saved table: per arm, RL steps and seconds until mean p_bug is
   below HALF of post-SFT, and the ratios to the baseline's."""
-  arms = [(a, c) for a, c in comp.items() if "steps_to_half" in c]
+  return _steps_table(
+      comp, "steps_to_half", "half",
+      f"Steps saved: RL steps (and RL wall seconds, dev evaluations excluded) until the "
+      f"run's mean p_bug is first below {HALF} x its post-SFT value, at the evaluated "
+      f"steps (never: not within the horizon); ratio to `{BASELINE}` paired by seed, "
+      "geometric mean [95% bootstrap interval] over the seeds where both got there:")
+
+
+def match_markdown(comp: Mapping[str, Any]) -> list[str]:
+  """Lines of the second steps-saved table: per arm, RL steps and seconds until mean
+  p_bug is at or below the baseline's final value of the same seed, and the ratios to
+  the baseline's own."""
+  return _steps_table(
+      comp, "steps_to_baseline_final", "match",
+      f"Steps to `{BASELINE}`'s result: RL steps (and seconds) until the run's mean p_bug "
+      f"is first at or below `{BASELINE}`'s final value of the same seed; ratio to "
+      f"`{BASELINE}`'s own steps to it, paired by seed, as above:")
+
+
+def _steps_table(comp: Mapping[str, Any], entry: str, prefix: str, title: str
+                 ) -> list[str]:
+  """Per arm with `entry` (per-seed steps and seconds), those and the `prefix`_steps /
+  seconds ratios to the baseline."""
+  arms = [(a, c) for a, c in comp.items() if entry in c]
   if not arms:
     return []
-  lines = ["", f"Steps saved: RL steps (and RL wall seconds, dev evaluations excluded) until "
-           f"the run's mean p_bug is first below {HALF} x its post-SFT value, at the "
-           "evaluated steps (never: not within the horizon); ratio to "
-           f"`{BASELINE}` paired by seed, geometric mean [95% bootstrap interval] over the "
-           "seeds where both got there:", "",
+  lines = ["", title, "",
            "| arm | steps per seed | seconds per seed | steps ratio | seconds ratio |",
            "|---|---|---|---|---|"]
   for arm, c in arms:
-    half = c["steps_to_half"]
-    steps = ", ".join("never" if x is None else str(x) for x in half["steps"])
-    seconds = ", ".join("never" if x is None else f"{x:.0f}" for x in half["seconds"])
+    steps = ", ".join("never" if x is None else str(x) for x in c[entry]["steps"])
+    seconds = ", ".join("never" if x is None else f"{x:.0f}" for x in c[entry]["seconds"])
     lines.append(f"| {arm} | {steps} | {seconds} | "
-                 f"{ratio_cell(c.get('half_steps_ratio'))} | "
-                 f"{ratio_cell(c.get('half_seconds_ratio'))} |")
+                 f"{ratio_cell(c.get(f'{prefix}_steps_ratio'))} | "
+                 f"{ratio_cell(c.get(f'{prefix}_seconds_ratio'))} |")
   return lines
 
 

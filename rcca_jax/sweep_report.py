@@ -47,33 +47,38 @@ def paired_auc(summary: Mapping[str, Any], key: str = KEY) -> dict[str, dict[str
           if f"paired_auc_{key}" in c}
 
 
-def half_ratios(summary: Mapping[str, Any], unit: str = "steps"
+def half_ratios(summary: Mapping[str, Any], unit: str = "steps", measure: str = "half"
                 ) -> dict[str, dict[str, Any]]:
   """{arm: paired ratio to the baseline of the RL steps (or `unit="seconds"`) until mean
-  p_bug is below half its post-SFT value}, recomputed from `summary["arms"]`."""
+  p_bug is below half its post-SFT value (`measure="match"`: at or below the baseline's
+  final value)}, recomputed from `summary["arms"]`."""
   comp = ablation_report.compare(summary["arms"])
-  return {arm: c[f"half_{unit}_ratio"] for arm, c in comp.items()
-          if "geomean" in c.get(f"half_{unit}_ratio", {})}
+  return {arm: c[f"{measure}_{unit}_ratio"] for arm, c in comp.items()
+          if "geomean" in c.get(f"{measure}_{unit}_ratio", {})}
 
 
 def head_to_head(summary: Mapping[str, Any], arm: str, other: str
                  ) -> Optional[dict[str, Any]]:
   """`arm` against `other`, paired by seed, from `summary["arms"]`: the AUC of p_bug
-  (`auc`: arm - other, interval, sign-flip p) and the RL steps until p_bug is below half
-  its post-SFT value (`steps_ratio`: arm / other); None when either arm has no run."""
+  (`auc`: arm - other, interval, sign-flip p), the RL steps until p_bug is below half
+  its post-SFT value (`steps_ratio`: arm / other) and until it is at or below `other`'s
+  final value (`match_ratio`); None when either arm has no run."""
   if not summary["arms"].get(arm) or not summary["arms"].get(other):
     return None
   comp = ablation_report.compare({a: summary["arms"][a] for a in (arm, other)},
                                  baseline=other)[arm]
-  return {"auc": comp.get(f"paired_auc_{KEY}"), "steps_ratio": comp.get("half_steps_ratio")}
+  return {"auc": comp.get(f"paired_auc_{KEY}"), "steps_ratio": comp.get("half_steps_ratio"),
+          "match_ratio": comp.get("match_steps_ratio")}
 
 
 def controls_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
   """Per setting, each pair of CONTROLS both of whose arms ran: the paired AUC
-  difference of p_bug and the steps-to-half ratio."""
+  difference of p_bug, the steps-to-half ratio and the steps to the other arm's final
+  p_bug."""
   lines = ["| setting | arm − against | Δ AUC p_bug [95% CI] | p | "
-           "steps ratio, arm / against (baseline = against) [95% CI] |",
-           "|---|---|---|---|---|"]
+           "steps ratio, arm / against (baseline = against) [95% CI] | "
+           "steps to against's final p_bug, ratio [95% CI] |",
+           "|---|---|---|---|---|---|"]
   for setting, summary in summaries.items():
     for arm, other in CONTROLS:
       test = head_to_head(summary, arm, other)
@@ -82,7 +87,8 @@ def controls_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
       lo, hi = test["auc"]["interval"]
       lines.append(f"| {setting} | {arm} − {other} | {test['auc']['mean']:+.3f} "
                    f"[{fmt(lo)}, {fmt(hi)}] | {fmt(test['auc']['p'])} | "
-                   f"{ablation_report.ratio_cell(test['steps_ratio'])} |")
+                   f"{ablation_report.ratio_cell(test['steps_ratio'])} | "
+                   f"{ablation_report.ratio_cell(test['match_ratio'])} |")
   return "\n".join(lines) + "\n"
 
 
@@ -98,21 +104,32 @@ def baseline_half_step(summary: Mapping[str, Any]) -> Optional[int]:
   return below[0] if below else None
 
 
+def _per_seed(entry: Optional[Mapping[str, Any]]) -> str:
+  if not entry:
+    return "–"
+  return ", ".join("never" if x is None else str(x) for x in entry["steps"])
+
+
 def half_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
-  """Per setting and arm, the steps-saved ratios to the baseline (steps and seconds), and
-  where the baseline's mean curve crossed half its post-SFT p_bug."""
+  """Per setting and arm, the steps-saved ratios to the baseline (steps and seconds) to
+  half the post-SFT p_bug and to the baseline's final p_bug, and where the baseline's
+  mean curve crossed half its post-SFT p_bug."""
   lines = ["| setting | arm | steps to half, per seed | steps ratio [95% CI] | "
-           "seconds ratio [95% CI] |", "|---|---|---|---|---|"]
+           f"seconds ratio [95% CI] | steps to {ablation_report.BASELINE}'s final p_bug, per seed | "
+           "steps ratio [95% CI] | seconds ratio [95% CI] |",
+           "|---|---|---|---|---|---|---|---|"]
   for setting, summary in summaries.items():
     comp = ablation_report.compare(summary["arms"])
     for arm, c in comp.items():
-      half = c.get("steps_to_half")
-      if not half:
+      if not c.get("steps_to_half"):
         continue
-      steps = ", ".join("never" if x is None else str(x) for x in half["steps"])
-      lines.append(f"| {setting} | {arm} | {steps} | "
-                   f"{ablation_report.ratio_cell(c.get('half_steps_ratio'))} | "
-                   f"{ablation_report.ratio_cell(c.get('half_seconds_ratio'))} |")
+      cell = ablation_report.ratio_cell
+      lines.append(f"| {setting} | {arm} | {_per_seed(c['steps_to_half'])} | "
+                   f"{cell(c.get('half_steps_ratio'))} | "
+                   f"{cell(c.get('half_seconds_ratio'))} | "
+                   f"{_per_seed(c.get('steps_to_baseline_final'))} | "
+                   f"{cell(c.get('match_steps_ratio'))} | "
+                   f"{cell(c.get('match_seconds_ratio'))} |")
   crossings = ", ".join(f"{name}: {'never' if step is None else f'step {step}'}"
                         for name, step in ((n, baseline_half_step(s))
                                            for n, s in summaries.items()))
@@ -147,15 +164,17 @@ def markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
 def plot(summaries: Mapping[str, Mapping[str, Any]], path: str) -> None:
   """A row per setting: mean p_bug and sampled pass@1 against the RL step per arm (mean
   and ± one standard error over seeds), the paired Δ AUC of p_bug (arm - baseline)
-  with its 95% bootstrap interval, and, where some pair of runs got there, the paired
-  ratio of RL steps until mean p_bug is below half its post-SFT value."""
+  with its 95% bootstrap interval, and the paired ratio of RL steps until mean p_bug is
+  below half its post-SFT value (where some pair of runs got there; else until it is at
+  or below the baseline's final value)."""
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
   names = list(summaries)
   arms = list(dict.fromkeys(a for s in summaries.values() for a in s["arms"]))
   colours = {a: f"C{i}" for i, a in enumerate(arms)}
-  columns = 4 if any(half_ratios(s) for s in summaries.values()) else 3
+  ratios = {name: steps_ratios(summary) for name, summary in summaries.items()}
+  columns = 4 if any(r[1] for r in ratios.values()) else 3
   fig, axes = plt.subplots(len(names), columns, figsize=(5 * columns, 3.6 * len(names)),
                            squeeze=False)
   for row, name in zip(axes, names):
@@ -188,15 +207,25 @@ def plot(summaries: Mapping[str, Mapping[str, Any]], path: str) -> None:
     ax.set_title(name)
     ax.grid(alpha=0.3, axis="x")
     if columns == 4:
-      _plot_ratios(row[3], half_ratios(summary), colours, name)
+      _plot_ratios(row[3], *ratios[name], colours, name)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
 
 
-def _plot_ratios(ax, ratios: Mapping[str, Mapping[str, Any]],
+def steps_ratios(summary: Mapping[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
+  """The steps-saved ratios a setting's figure shows: to half p_bug where some pair of
+  runs got there, else to the baseline's final p_bug; (x-axis label, ratios)."""
+  half = half_ratios(summary)
+  if half:
+    return f"RL steps to half p_bug / {ablation_report.BASELINE}'s, 95% CI", half
+  return (f"RL steps to {ablation_report.BASELINE}'s final p_bug / its own, 95% CI",
+          half_ratios(summary, measure="match"))
+
+
+def _plot_ratios(ax, label: str, ratios: Mapping[str, Mapping[str, Any]],
                  colours: Mapping[str, str], name: str) -> None:
-  """Steps-to-half ratios to the baseline (geometric mean, 95% interval), log scale."""
+  """Steps-saved ratios to the baseline (geometric mean, 95% interval), log scale."""
   from matplotlib import ticker  # pylint: disable=import-outside-toplevel
   for i, (arm, test) in enumerate(ratios.items()):
     lo, hi = test["interval"]
@@ -211,7 +240,7 @@ def _plot_ratios(ax, ratios: Mapping[str, Mapping[str, Any]],
   ax.xaxis.set_minor_formatter(ticker.NullFormatter())
   ax.set_yticks(range(len(ratios)), [f"{a} ({len(t['seeds'])} seeds)"
                                      for a, t in ratios.items()])
-  ax.set_xlabel(f"RL steps to half p_bug / {ablation_report.BASELINE}'s, 95% CI")
+  ax.set_xlabel(label)
   ax.set_title(name)
   ax.grid(alpha=0.3, axis="x")
 

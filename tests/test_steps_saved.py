@@ -1,5 +1,6 @@
 """Steps saved (docs/ablation.md#metrics): RL steps and seconds until mean p_bug is below
-half its post-SFT value, their paired ratios to GRPO, recomputed from summaries alone."""
+half its post-SFT value, and until it is at or below GRPO's final value, their paired
+ratios to GRPO, recomputed from summaries alone."""
 
 import math
 import os
@@ -40,6 +41,41 @@ class StepsSavedTest(absltest.TestCase):
     no_metric = run(0, (0.6, 0.2))
     del no_metric["evals"][0]["bug_prob_mean"]
     self.assertIsNone(ablation_report.reaches_fraction(no_metric))
+
+  def test_first_evaluation_at_or_below_a_value(self):
+    self.assertEqual(ablation_report.reaches_value(run(0, (0.6, 0.3, 0.29, 0.1)), 0.29),
+                     (6, 60.0))  # at the value counts
+    self.assertIsNone(ablation_report.reaches_value(run(0, (0.6, 0.3, 0.29)), 0.2))
+    # Post-SFT is not an RL evaluation: a run already below the value needs one step.
+    self.assertEqual(ablation_report.reaches_value(run(0, (0.1, 0.2, 0.05)), 0.15),
+                     (6, 60.0))
+
+  def test_steps_to_the_baselines_final_value(self):
+    # GRPO's finals per seed: 0.29, 0.2, 0.25, 0.35, each first reached at its step 9.
+    comp = ablation_report.compare(summary()["arms"])
+    grpo = comp["grpo"]["steps_to_baseline_final"]
+    self.assertEqual((grpo["steps"], grpo["targets"]), ([9, 9, 9, 9], [0.29, 0.2, 0.25, 0.35]))
+    self.assertNotIn("match_steps_ratio", comp["grpo"])
+    focus = comp["rcca_focus"]
+    self.assertEqual(focus["steps_to_baseline_final"]["steps"], [3, 6, None, 3])
+    steps = focus["match_steps_ratio"]
+    self.assertEqual((steps["seeds"], steps["arm_never"], steps["baseline_never"]),
+                     ([0, 1, 3], [2], []))
+    np.testing.assert_allclose(steps["per_seed"], [3 / 9, 6 / 9, 3 / 9])
+    np.testing.assert_allclose(steps["geomean"], (2 / 27) ** (1 / 3))
+    np.testing.assert_allclose(focus["match_seconds_ratio"]["per_seed"],
+                               [36 / 90, 72 / 90, 36 / 90])
+    self.assertEqual(sweep_report.half_ratios(summary(), measure="match")["rcca_focus"],
+                     steps)
+
+  def test_figure_shows_the_match_ratio_where_no_run_halves(self):
+    slow = {"arms": {"grpo": [run(0, (0.6, 0.55, 0.5))],
+                     "rcca_focus": [run(0, (0.6, 0.5, 0.4))]}}
+    label, ratios = sweep_report.steps_ratios(slow)
+    self.assertEqual(label, "RL steps to grpo's final p_bug / its own, 95% CI")
+    self.assertEqual(ratios["rcca_focus"]["per_seed"], [0.5])  # step 3 against GRPO's 6
+    label, _ = sweep_report.steps_ratios(summary())
+    self.assertEqual(label, "RL steps to half p_bug / grpo's, 95% CI")
 
   def test_ratio_test_pairs_seeds_both_reached(self):
     test = ablation_report.ratio_test({0: 3.0, 1: 6.0, 2: None, 3: 3.0},
@@ -88,20 +124,26 @@ class StepsSavedTest(absltest.TestCase):
     np.testing.assert_allclose(test["auc"]["per_seed"], [0.0, -0.075, 0.0], atol=1e-12)
     self.assertEqual(test["steps_ratio"]["seeds"], [0, 1])  # seed 2: neither got there
     np.testing.assert_allclose(test["steps_ratio"]["per_seed"], [1.0, 6 / 9])
+    # The placebo's finals 0.1, 0.2, 0.4, each reached at its step 9; focus: 9, 6, 9.
+    np.testing.assert_allclose(test["match_ratio"]["per_seed"], [1.0, 6 / 9, 1.0])
     self.assertIsNone(sweep_report.head_to_head(data, "rcca_focus", "grpo_neg_scaled"))
     text = sweep_report.controls_markdown({"s1_0": data})
     self.assertIn("| s1_0 | rcca_focus − rcca_focus_placebo | -0.025 [", text)
+    self.assertIn("| 0.87 [0.67, 1.00] (3 seeds) |", text)  # (6/9)^(1/3)
     self.assertNotIn("grpo_neg_scaled", text)
 
   def test_tables_and_figure(self):
     text = ablation_report.markdown({"comparison": ablation_report.compare(
         summary()["arms"]), "arms": summary()["arms"]})
     self.assertIn("| rcca_focus | 3, 6, never, 3 | 36, 72, never, 36 | 0.47 [", text)
+    self.assertIn("| rcca_focus | 3, 6, never, 3 | 36, 72, never, 36 | 0.42 [", text)
     with tempfile.TemporaryDirectory() as d:
       sweep_report.write_all(d, {"s1_0": summary()})
       with open(os.path.join(d, "sweep.md"), encoding="utf-8") as f:
         text = f.read()
       self.assertIn("| s1_0 | rcca_focus | 3, 6, never, 3 | 0.47 [", text)
+      self.assertIn("(2 seeds; 1 arm never; 1 baseline never) | 3, 6, never, 3 | 0.42 [",
+                    text)
       self.assertIn("Head to head", text)
       self.assertGreater(os.path.getsize(os.path.join(d, "credit_sweep.png")), 10_000)
 

@@ -15,8 +15,10 @@ The `credit` config section (`CreditConfig`):
       (`sibling_references`, `sibling_diff_weights`), every other response weight 1;
   negative_unblamed: the weight of the unblamed tokens of a negative-advantage response
     in the RCCA loss (1.0: the paper's rule, docs/method.md#6-asymmetric-effective-weights;
-    0.0 puts the negative update on blamed code only).
-All four: docs/method.md#9-blame-sources.
+    0.0 puts the negative update on blamed code only);
+  preset: a named method (`credit/presets.py`) setting the fields above and the
+    loss's; "" none.
+All four blame sources: docs/method.md#9-blame-sources.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from rcca_jax.base import mapping
+from rcca_jax.credit import presets
 from rcca_jax.credit import sites as sites_lib
 
 BLAME_MODES = ("evaluator", "placebo", "oracle", "sibling_diff")
@@ -44,8 +47,10 @@ class CreditConfig:
   cap: float = 4.0
   blame: str = "evaluator"
   negative_unblamed: float = 1.0
+  preset: str = ""
 
   def __post_init__(self):
+    presets.fields(self.preset)  # a known name
     if self.blame not in BLAME_MODES:
       raise ValueError(f"blame={self.blame!r}: expected one of {', '.join(BLAME_MODES)}")
     low = [f"{name}={getattr(self, name)}" for name in ("direct", "context", "cap")

@@ -8,7 +8,8 @@ Checked: unknown fields (at every level, the schema derived from the typed secti
 `train/sections.py`, whose defaults fill a field a config leaves out), missing required
 ones, the mesh against the device count, that every batch splits over
 micro-batches (and RL mini-batches) and then over the mesh's batch axis, loss /
-optimizer / credit / evaluator / model sections that their classes accept, the RL
+optimizer / credit / evaluator / model sections that their classes accept (after
+`credit.preset` set its fields; a field it sets that the config sets otherwise), the RL
 temperature (> 0), token budgets against `model.max_position_embeddings`, a usable KL
 reference, the loss ranges (`RANGES`; the credit weights' in `CreditConfig`; `credit.cap` >=
 `credit.direct`),
@@ -30,6 +31,7 @@ from typing import Any, Mapping, Optional, Sequence
 import ml_collections
 
 from rcca_jax.credit import blame
+from rcca_jax.credit import presets
 from rcca_jax.data import draws
 from rcca_jax.data.families import FAMILIES
 from rcca_jax.data.selection import load_task_file, resolve_path
@@ -442,6 +444,12 @@ def problems(config: ml_collections.ConfigDict | Mapping[str, Any], *,
   c.problems += [f"{name}: unknown field" for name in unknown_fields(values, SCHEMA)]
   c.problems += [f"{name}: missing (a required field)" for name in sections.required()
                  if _parent_present(c, name) and not c.has(name)]
+  preset = c.get("credit.preset")
+  if preset in presets.PRESETS:  # an unknown name: the `credit` section reports it
+    found = presets.conflicts(preset, c.get, sections.default)
+    c.problems += found
+    if not found:
+      c.config = sections.with_preset(values)
   _check_sections(c)
   _check_ranges(c)
   _check_batches(c, num_devices)

@@ -8,7 +8,8 @@ field the config leaves out taking the default below (fields without one are req
 through `default`, so a check and the code it guards cannot disagree.
 
 `credit` (`credit.blame.CreditConfig`) and `eval.evaluator`
-(`evaluation.config.EvalConfig`) are built here. Sub-sections that need more than
+(`evaluation.config.EvalConfig`) are built here; `credit.preset` first sets the fields of
+its named method (`with_preset`). Sub-sections that need more than
 their own fields stay mappings, typed by their classes and built by the one function
 below that both the job and `config_check` call: `model` (`model_config`: its family's
 config, with the tokenizer's vocabulary), `*.optimizer` (`optimizer_config`: with the
@@ -19,6 +20,7 @@ stage's length), `rl.loss` (`loss_fields`: with `rl.policy_loss` and
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from collections.abc import Mapping
@@ -26,6 +28,7 @@ from typing import Any
 
 from rcca_jax.credit import blame
 from rcca_jax.credit import controlled
+from rcca_jax.credit import presets
 from rcca_jax.data import draws
 from rcca_jax.data import chat
 from rcca_jax.data import sentencepiece_tokenizer
@@ -349,7 +352,25 @@ def job_config(config: Mapping[str, Any]) -> JobConfig:
   """The typed job of an experiment config (`config_check.check` reports its problems
   first; this raises ValueError on unknown or missing fields)."""
   values = {k: v for k, v in _plain(config).items() if k not in RUNNER_SECTIONS}
-  return _build(JobConfig, values, "")
+  return _build(JobConfig, with_preset(values), "")
+
+
+def with_preset(values: Mapping[str, Any]) -> dict[str, Any]:
+  """A plain config with the fields of its `credit.preset` set (`credit/presets.py`);
+  ValueError naming each field the config sets to a third value."""
+  name = value(values, "credit.preset") or ""
+  chosen = presets.fields(name)
+  found = presets.conflicts(name, lambda path: value(values, path), default) if chosen else []
+  if found:
+    raise ValueError("; ".join(found))
+  out = copy.deepcopy(dict(values))
+  for path, wanted in chosen.items():
+    *parents, leaf = path.split(".")
+    node = out
+    for part in parents:
+      node = node.setdefault(part, {})
+    node[leaf] = wanted
+  return out
 
 
 # ---- the run's typed parts that need more than the config -------------------------
