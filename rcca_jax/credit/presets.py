@@ -27,7 +27,8 @@ def _method(policy_loss: str, changed: Mapping[str, Any] | None = None) -> dict[
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # The paper's RCCA (docs/method.md#6): the evaluator's blame, asymmetric weights.
+    # The paper's RCCA (docs/method.md#6-asymmetric-effective-weights): the evaluator's
+    # blame, asymmetric weights.
     "rcca": _method("rcca"),
     # RCCA whose failed responses get the negative update on blamed code only.
     "rcca_focus": _method("rcca", {"credit.negative_unblamed": 0.0}),
