@@ -500,7 +500,7 @@ def _match_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
     return {}
   reached = {r["seed"]: (reaches_value(r, targets[r["seed"]])
                          if r["seed"] in targets else None) for r in runs}
-  out: dict[str, Any] = {"steps_to_baseline_final": {
+  out: dict[str, Any] = {"steps_to_baseline_bug_prob": {
       "seeds": [r["seed"] for r in runs],
       "targets": [targets.get(r["seed"]) for r in runs],
       "steps": [None if reached[r["seed"]] is None else reached[r["seed"]][0]
@@ -589,7 +589,7 @@ def match_markdown(comp: Mapping[str, Any]) -> list[str]:
   p_bug is at or below the baseline's final value of the same seed, and the ratios to
   the baseline's own."""
   return _steps_table(
-      comp, "steps_to_baseline_final", "match",
+      comp, "steps_to_baseline_bug_prob", "match",
       f"Steps to `{BASELINE}`'s result: RL steps (and seconds) until the run's mean p_bug "
       f"is first at or below `{BASELINE}`'s final value of the same seed; ratio to "
       f"`{BASELINE}`'s own steps to it, paired by seed, as above:")

@@ -127,7 +127,7 @@ def half_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
       lines.append(f"| {setting} | {arm} | {_per_seed(c['steps_to_half'])} | "
                    f"{cell(c.get('half_steps_ratio'))} | "
                    f"{cell(c.get('half_seconds_ratio'))} | "
-                   f"{_per_seed(c.get('steps_to_baseline_final'))} | "
+                   f"{_per_seed(c.get('steps_to_baseline_bug_prob'))} | "
                    f"{cell(c.get('match_steps_ratio'))} | "
                    f"{cell(c.get('match_seconds_ratio'))} |")
   crossings = ", ".join(f"{name}: {'never' if step is None else f'step {step}'}"

@@ -53,11 +53,13 @@ class StepsSavedTest(absltest.TestCase):
   def test_steps_to_the_baselines_final_value(self):
     # GRPO's finals per seed: 0.29, 0.2, 0.25, 0.35, each first reached at its step 9.
     comp = ablation_report.compare(summary()["arms"])
-    grpo = comp["grpo"]["steps_to_baseline_final"]
+    grpo = comp["grpo"]["steps_to_baseline_bug_prob"]
     self.assertEqual((grpo["steps"], grpo["targets"]), ([9, 9, 9, 9], [0.29, 0.2, 0.25, 0.35]))
     self.assertNotIn("match_steps_ratio", comp["grpo"])
     focus = comp["rcca_focus"]
-    self.assertEqual(focus["steps_to_baseline_final"]["steps"], [3, 6, None, 3])
+    self.assertEqual(focus["steps_to_baseline_bug_prob"]["steps"], [3, 6, None, 3])
+    # The greedy pass rate's steps to GRPO's final one stay beside it (all 0.5: step 0).
+    self.assertEqual(focus["steps_to_baseline_final"], [0, 0, 0, 0])
     steps = focus["match_steps_ratio"]
     self.assertEqual((steps["seeds"], steps["arm_never"], steps["baseline_never"]),
                      ([0, 1, 3], [2], []))
