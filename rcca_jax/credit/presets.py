@@ -5,7 +5,8 @@ credit, with its value; the job equals that of the ablation arm of the same name
 (`experiments/ablation_small.py`; tests/test_credit_presets.py). `train/sections.job_config`
 sets them over the config's values: a field the config leaves at its default takes the
 preset's value, one set to a third value is an error (`conflicts`). "" (the default)
-is no preset: the config's own fields. The measured comparison behind them: docs/method.md#10-credit-presets.
+is no preset: the config's own fields. The measured comparison behind them:
+docs/method.md#10-credit-presets.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # no evaluator diagnostics.
     "grpo_neg_const": _method("grpo", {"rl.loss.negative_scale": 0.1}),
 }
+
 
 def conflicts(name: str, value_of: Callable[[str], Any], default_of: Callable[[str], Any]
               ) -> list[str]:
