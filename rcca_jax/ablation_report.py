@@ -472,19 +472,12 @@ def _half_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
   """RL steps and wall seconds until mean p_bug is below HALF of post-SFT, per seed,
   and (not for the baseline) their ratios to the baseline's, paired by seed."""
   reached = {r["seed"]: reaches_fraction(r) for r in runs}
-  base_reached = {s: reaches_fraction(r) for s, r in base.items()}
-  out: dict[str, Any] = {"steps_to_half": {
-      "fraction": HALF, "seeds": [r["seed"] for r in runs],
-      "steps": [None if reached[r["seed"]] is None else reached[r["seed"]][0]
-                for r in runs],
-      "seconds": [None if reached[r["seed"]] is None else reached[r["seed"]][1]
-                  for r in runs],
+  out = {"steps_to_half": {
+      "fraction": HALF, **_reached_lists(runs, reached),
       "horizon": [r["evals"][-1]["step"] if r["evals"] else 0 for r in runs]}}
   if arm != baseline and base:
-    for i, unit in enumerate(("steps", "seconds")):
-      mine = {s: None if v is None else v[i] for s, v in reached.items()}
-      theirs = {s: None if v is None else v[i] for s, v in base_reached.items()}
-      out[f"half_{unit}_ratio"] = ratio_test(mine, theirs)
+    out.update(_reach_ratios("half", reached,
+                             {s: reaches_fraction(r) for s, r in base.items()}))
   return out
 
 
@@ -500,19 +493,32 @@ def _match_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
     return {}
   reached = {r["seed"]: (reaches_value(r, targets[r["seed"]])
                          if r["seed"] in targets else None) for r in runs}
-  out: dict[str, Any] = {"steps_to_baseline_bug_prob": {
-      "seeds": [r["seed"] for r in runs],
-      "targets": [targets.get(r["seed"]) for r in runs],
-      "steps": [None if reached[r["seed"]] is None else reached[r["seed"]][0]
-                for r in runs],
-      "seconds": [None if reached[r["seed"]] is None else reached[r["seed"]][1]
-                  for r in runs]}}
+  out = {"steps_to_baseline_bug_prob": {
+      "targets": [targets.get(r["seed"]) for r in runs], **_reached_lists(runs, reached)}}
   if arm != baseline:
-    base_reached = {s: reaches_value(base[s], t) for s, t in targets.items()}
-    for i, unit in enumerate(("steps", "seconds")):
-      mine = {s: None if v is None else v[i] for s, v in reached.items()}
-      theirs = {s: None if v is None else v[i] for s, v in base_reached.items()}
-      out[f"match_{unit}_ratio"] = ratio_test(mine, theirs)
+    out.update(_reach_ratios("match", reached,
+                             {s: reaches_value(base[s], t) for s, t in targets.items()}))
+  return out
+
+
+def _reached_lists(runs: Sequence[Mapping[str, Any]],
+                   reached: Mapping[int, Optional[tuple[int, float]]]) -> dict[str, list]:
+  """Per run, in order: its seed and the (RL step, seconds) it got there (None: never)."""
+  points = [reached[r["seed"]] for r in runs]
+  return {"seeds": [r["seed"] for r in runs],
+          "steps": [None if p is None else p[0] for p in points],
+          "seconds": [None if p is None else p[1] for p in points]}
+
+
+def _reach_ratios(prefix: str, reached: Mapping[int, Optional[tuple[int, float]]],
+                  base_reached: Mapping[int, Optional[tuple[int, float]]]
+                  ) -> dict[str, Any]:
+  """`PREFIX_steps_ratio` and `PREFIX_seconds_ratio`: `ratio_test` of each, paired by seed."""
+  out = {}
+  for i, unit in enumerate(("steps", "seconds")):
+    mine = {s: None if v is None else v[i] for s, v in reached.items()}
+    theirs = {s: None if v is None else v[i] for s, v in base_reached.items()}
+    out[f"{prefix}_{unit}_ratio"] = ratio_test(mine, theirs)
   return out
 
 
