@@ -472,7 +472,7 @@ def _half_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
   """RL steps and wall seconds until mean p_bug is below HALF of post-SFT, per seed,
   and (not for the baseline) their ratios to the baseline's, paired by seed."""
   reached = {r["seed"]: reaches_fraction(r) for r in runs}
-  out = {"steps_to_half": {
+  out: dict[str, Any] = {"steps_to_half": {
       "fraction": HALF, **_reached_lists(runs, reached),
       "horizon": [r["evals"][-1]["step"] if r["evals"] else 0 for r in runs]}}
   if arm != baseline and base:
@@ -493,7 +493,7 @@ def _match_comparison(arm: str, runs: Sequence[Mapping[str, Any]],
     return {}
   reached = {r["seed"]: (reaches_value(r, targets[r["seed"]])
                          if r["seed"] in targets else None) for r in runs}
-  out = {"steps_to_baseline_bug_prob": {
+  out: dict[str, Any] = {"steps_to_baseline_bug_prob": {
       "targets": [targets.get(r["seed"]) for r in runs], **_reached_lists(runs, reached)}}
   if arm != baseline:
     out.update(_reach_ratios("match", reached,
@@ -514,7 +514,7 @@ def _reach_ratios(prefix: str, reached: Mapping[int, Optional[tuple[int, float]]
                   base_reached: Mapping[int, Optional[tuple[int, float]]]
                   ) -> dict[str, Any]:
   """`PREFIX_steps_ratio` and `PREFIX_seconds_ratio`: `ratio_test` of each, paired by seed."""
-  out = {}
+  out: dict[str, Any] = {}
   for i, unit in enumerate(("steps", "seconds")):
     mine = {s: None if v is None else v[i] for s, v in reached.items()}
     theirs = {s: None if v is None else v[i] for s, v in base_reached.items()}
