@@ -1,7 +1,8 @@
 """The training job: `python -m rcca_jax.main --config=experiments/NAME.py --workdir=DIR`.
 
 `--mode=train` (default) runs SFT then RL, resuming from DIR's latest checkpoint;
-`--mode=eval` evaluates the latest checkpoint (or `--checkpoint=sft|rl|best|base`; best:
+`--mode=eval` evaluates the latest checkpoint (or `--checkpoint=sft|rl|best|base`, or
+`sft:STEP` / `rl:STEP` for a kept one; best:
 the best dev reward's, base: the untrained, `init_from_hf` or `init_from_gguf` weights) on
 `--tasks` (default: the config's eval split) and writes responses, evaluations, a report
 and a summary (per family, category and difficulty) under DIR/eval/;
@@ -24,6 +25,7 @@ message naming every bad field, and so does a work directory in use by a live jo
 import json
 import math
 import os
+import re
 import sys
 
 from absl import app
@@ -38,11 +40,16 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when 
 _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "plan"],
                           "Train, evaluate a checkpoint, or plan memory without devices.")
 _TASKS = flags.DEFINE_string("tasks", None, "--mode=eval: task file (default: config.eval.tasks).")
-_CHECKPOINT = flags.DEFINE_enum(
-    "checkpoint", "latest", ["latest", "sft", "rl", "best", "base"],
-    "--mode=eval: what to evaluate; best = the RL state of the best dev reward "
+_CHECKPOINT = flags.DEFINE_string(
+    "checkpoint", "latest",
+    "--mode=eval: what to evaluate: latest, sft, rl, best, base, or sft:STEP / rl:STEP "
+    "(a kept checkpoint of that stage); best = the RL state of the best dev reward "
     "(checkpoint.keep_best); base = no checkpoint (initial, init_from_hf or "
     "init_from_gguf weights).")
+flags.register_validator(
+    "checkpoint",
+    lambda v: re.fullmatch(r"latest|sft|rl|best|base|(sft|rl):\d+", v) is not None,
+    "--checkpoint must be latest, sft, rl, best, base, sft:STEP or rl:STEP")
 _PLAN_DEVICES = flags.DEFINE_integer(
     "plan_devices", 0, "--mode=plan: fake devices (default: the product of config.mesh).")
 _COORDINATOR = flags.DEFINE_string(

@@ -11,13 +11,13 @@ from rcca_jax.train import eval_loop
 from tests import trainer_fixtures
 
 
-def _rollout(task_id, category, difficulty, passed, runs=True):
+def _rollout(task_id, category, difficulty, passed, runs=True, text="app", split=None):
   task = types.SimpleNamespace(id=task_id, category=category, difficulty=difficulty,
-                               extra={})
+                               extra={"split": split} if split else {})
   record = {"reward": 1.0 if passed else (0.2 if runs else 0.1),
             "gates": {"format": True, "source": True, "runtime": runs},
             "rubrics": [{"id": "r1", "passed": passed}]}
-  return types.SimpleNamespace(task=task, record=record, reward=record["reward"])
+  return types.SimpleNamespace(task=task, record=record, reward=record["reward"], text=text)
 
 
 class SummaryRowsTest(absltest.TestCase):
@@ -38,6 +38,18 @@ class SummaryRowsTest(absltest.TestCase):
                       flat["difficulty/hard/pass_rate"]), (0.5, 0.5, 0.0))
     self.assertNotIn("categories", eval_loop.headline(summary))
     self.assertAlmostEqual(eval_loop.headline(summary)["pass_rate"], 2 / 3)
+    self.assertNotIn("splits", summary)  # only where tasks name a split
+
+  def test_groups_by_split_where_tasks_name_one(self):
+    rollouts = [_rollout("c-f0-000001", None, None, True, split="dev"),
+                _rollout("c-f0-000002", None, None, False, split="dev"),
+                _rollout("c-f0-n000001", None, None, False, split="novel")]
+    summary = eval_loop.summarize(rollouts)
+    self.assertEqual({k: (v["n"], v["pass_rate"]) for k, v in summary["splits"].items()},
+                     {"dev": (2, 0.5), "novel": (1, 0.0)})
+    flat = eval_loop.flat_metrics(summary)
+    self.assertEqual((flat["split/dev/pass_rate"], flat["split/novel/pass_rate"]), (0.5, 0.0))
+    self.assertNotIn("splits", eval_loop.headline(summary))
 
 
 class PassAtKTest(absltest.TestCase):
@@ -57,6 +69,17 @@ class PassAtKTest(absltest.TestCase):
     stats = eval_loop.pass_stats(four)
     self.assertEqual((stats["pass_at_1"], stats["pass_at_4"]), (0.125, 0.5))
     self.assertNotIn("pass_at_4", eval_loop.pass_stats(four[:3] + four[4:]))
+    self.assertNotIn("pass_at_8", stats)
+
+  def test_pass_at_16_and_distinct_passing_apps(self):
+    # a: 16 samples, 2 pass with the same text, 1 with another; b: none passes.
+    a = [_rollout("a-1", None, None, i < 3, text="x" if i < 2 else "y") for i in range(16)]
+    b = [_rollout("b-1", None, None, False) for _ in range(16)]
+    stats = eval_loop.pass_stats(a + b)
+    self.assertEqual(stats["pass_at_16"], 0.5)
+    self.assertAlmostEqual(stats["pass_at_8"],
+                           (eval_loop.pass_at_k(16, 3, 8) + 0.0) / 2, places=12)
+    self.assertEqual(stats["distinct_passing_mean"], (2 + 0) / 2)
 
   def test_sampled_gates_per_family(self):
     # counter: 1 of 4 samples passes, 2 throw on load; snake: 2 samples, both run.

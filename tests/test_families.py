@@ -52,7 +52,11 @@ class FamilyTest(parameterized.TestCase):
       # A round trip through the task-file validator gives the same task.
       self.assertEqual(tasks_lib.parse_task(json.loads(json.dumps(task.to_json()))), task)
       self.assertEqual({r.kind for r in task.rubrics}, {"initial", "dynamic"})
-      self.assertEqual({r.level for r in task.rubrics}, {"core", "behavior", "rendering"})
+      levels = {r.level for r in task.rubrics}
+      if family.split_aware:  # graded: optional parts bring their rubrics' levels
+        self.assertIn("core", levels)
+      else:
+        self.assertEqual(levels, {"core", "behavior", "rendering"})
       for r in task.rubrics:
         self.assertTrue(r.steps, f"{task.id} {r.id} has no check")
         self.assertTrue(any(s.verb == "expect" for s in r.steps), f"{task.id} {r.id}")

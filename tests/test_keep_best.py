@@ -61,6 +61,22 @@ class KeepBestTest(absltest.TestCase):
       with self.assertRaisesRegex(FileNotFoundError, "no best checkpoint"):
         trainer.checkpoints.state_for("best", trainer.programs.fresh_state)
 
+  def test_a_kept_checkpoint_by_stage_and_step(self):
+    workdir = self.create_tempdir().full_path
+    with trainer_lib.Trainer(_config(), workdir, mode="train") as trainer:
+      fresh, ckpt = _fresh(trainer), trainer.checkpoints
+      for step, shift in ((2, 1.0), (4, 2.0)):
+        ckpt.save(ckpt.sft, _state(fresh, shift, step), {}, every=1)
+      ckpt.sft.checkpointer.wait()
+      name, state = ckpt.state_for("sft:2", trainer.programs.fresh_state)
+      self.assertEqual((name, int(state.step)), ("sft", 2))
+      np.testing.assert_allclose(_first_leaf(state), _first_leaf(_state(fresh, 1.0, 2)))
+      self.assertEqual(int(ckpt.state_for("sft", trainer.programs.fresh_state)[1].step), 4)
+      with self.assertRaisesRegex(FileNotFoundError, r"no sft checkpoint 3 .*kept: \[2, 4\]"):
+        ckpt.state_for("sft:3", trainer.programs.fresh_state)
+      with self.assertRaisesRegex(ValueError, "checkpoint 'sft:x'"):
+        ckpt.state_for("sft:x", trainer.programs.fresh_state)
+
   def test_collapse_warning_fires_on_a_drop_not_on_a_rise(self):
     workdir = self.create_tempdir().full_path
     with trainer_lib.Trainer(_config(), workdir, mode="train") as trainer:

@@ -123,6 +123,24 @@ class LogprobsTest(absltest.TestCase):
       got = np.asarray(fn(fmodel.params, fmodel.model_state, batch))
       np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"k={k}")
 
+  def test_entropy_beside_the_logprobs(self):
+    fmodel = ts.FunctionalModel(rl_fixtures.small_model())
+    batch = rl_fixtures.rl_batch(seed=7)
+    model = fmodel.merge(fmodel.params, fmodel.model_state)
+    logits = model(jnp.asarray(batch["input_ids"]),
+                   attention_mask=jnp.asarray(batch["attention_mask"]))
+    logp_all = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
+    want = np.pad(np.asarray(-jnp.sum(jnp.exp(logp_all) * logp_all, -1)), ((0, 0), (1, 0)))
+    want = np.where(batch["loss_mask"] > 0, want, 0.0)
+    plain = logprobs.compile_logprob_fn(fmodel, ts.StepConfig(), 2)
+    both = logprobs.compile_logprob_fn(fmodel, ts.StepConfig(), 2, with_entropy=True)
+    logp, entropy = both(fmodel.params, fmodel.model_state, batch)
+    np.testing.assert_array_equal(np.asarray(logp),
+                                  np.asarray(plain(fmodel.params, fmodel.model_state, batch)))
+    # float32 sums over the vocabulary in another order: a few ulps of values ~ln(V).
+    np.testing.assert_allclose(np.asarray(entropy), want, rtol=1e-5, atol=1e-5)
+    self.assertGreater(float(np.asarray(entropy).max()), 1.0)
+
   @pytest.mark.slow
   def test_recomputed_old_logprobs_and_self_reference(self):
     """Old log-probs recomputed by the trainer: ratio 1 and no clipping at the first

@@ -38,7 +38,9 @@ def build_splits(seed: int = 0, train_per_family: int = TRAIN_PER_FAMILY,
   if unknown:
     raise ValueError(f"unknown test families: {', '.join(unknown)}")
   splits: dict[str, list[tasks_lib.Task]] = {"train": [], "dev": [], "test": []}
-  for name in FAMILIES:
+  for name, family in FAMILIES.items():
+    if family.split_aware:
+      continue  # drawn fresh by the jobs that use them (data.fresh), never committed
     if name in TEST_FAMILIES:
       splits["test"] += draw_unique(FAMILIES[name], seed, test_per_family)
     else:

@@ -14,20 +14,23 @@ from rcca_jax.data.families import FAMILIES, Family
 _MAX_DRAWS_PER_TASK = 20  # a family that cannot produce enough distinct requests fails
 CORPUS_STREAM = "rcca-corpus"  # the committed splits' draws
 FRESH_STREAM = "rcca-fresh"  # `fresh_splits`' draws, another sequence of the same families
-_FRESH_ID = re.compile(r"^(?P<family>.+)-f\d+-\d{6}$")
+_FRESH_ID = re.compile(r"^(?P<family>.+)-f\d+-[nt]?\d{6}$")
 
 
 def draw_unique(family: Family, seed: int, count: int, *, stream: str = CORPUS_STREAM,
-                exclude: frozenset[str] = frozenset()) -> list[tasks_lib.Task]:
+                exclude: frozenset[str] = frozenset(), split: str = "train"
+                ) -> list[tasks_lib.Task]:
   """`count` tasks of `family` with pairwise distinct requests, none in `exclude`, ids
-  `NAME-00000`...; `stream` and `seed` name the random sequence."""
-  rng = random.Random(f"{stream}:{seed}:{family.name}")
+  `NAME-00000`...; `stream` and `seed` name the random sequence (a split-aware family
+  draws each split from its own sequence)."""
+  name = family.name if not family.split_aware else f"{family.name}:{split}"
+  rng = random.Random(f"{stream}:{seed}:{name}")
   out: list[tasks_lib.Task] = []
   seen: set[str] = set(exclude)
   for _ in range(count * _MAX_DRAWS_PER_TASK):
     if len(out) == count:
       break
-    draft = family.draft(rng)
+    draft = family.draft(rng, split)
     if draft.request in seen:
       continue
     seen.add(draft.request)
@@ -46,11 +49,12 @@ class FreshSpec:
   the `exclude` files (`fresh_splits`)."""
   train_per_family: int = 0
   dev_per_family: int = 0
+  novel_dev_per_family: int = 0  # split-aware families: dev ids of never-trained words
   seed: int = 0
   exclude: tuple[str, ...] = ("data/tasks/test.jsonl",)
 
   def __post_init__(self):
-    for name in ("train_per_family", "dev_per_family", "seed"):
+    for name in ("train_per_family", "dev_per_family", "novel_dev_per_family", "seed"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{name}={value!r} must be an integer >= 0")
@@ -60,28 +64,51 @@ class FreshSpec:
 
   @property
   def enabled(self) -> bool:
-    return self.train_per_family > 0 or self.dev_per_family > 0
+    return (self.train_per_family > 0 or self.dev_per_family > 0
+            or self.novel_dev_per_family > 0)
+
+
+def _fresh_ids(tasks: list[tasks_lib.Task], name: str, seed: int, tag: str = "",
+               split: str = "") -> list[tasks_lib.Task]:
+  extra = {"family": name, **({"split": split} if split else {})}
+  return [dataclasses.replace(t, id=f"{name}-f{seed}-{tag}{i:06d}",
+                              extra={**t.extra, **extra}) for i, t in enumerate(tasks)]
 
 
 @functools.lru_cache(maxsize=4)
 def fresh_splits(families: tuple[str, ...], train_per_family: int, dev_per_family: int,
-                 seed: int, exclude: frozenset[str]
+                 seed: int, exclude: frozenset[str], novel_dev_per_family: int = 0
                  ) -> dict[str, tuple[tasks_lib.Task, ...]]:
   """Fresh draws of `families` beyond the committed corpus: per family
   `dev_per_family` dev tasks, then `train_per_family` train tasks, all requests pairwise
   distinct and none in `exclude`. Dev is drawn first, so a larger train set keeps the
   same dev set. Ids are `NAME-fSEED-000000`..., the family in `extra["family"]`; `train`
-  is shuffled across families, `dev` grouped by family."""
+  is shuffled across families, `dev` grouped by family.
+
+  A split-aware family (families/copying.py) draws train, dev and novel-word dev
+  (`novel_dev_per_family`, ids `NAME-fSEED-n000000`) each for its own split and from
+  its own sequence, with `extra["split"]` naming it; the others ignore
+  `novel_dev_per_family`."""
   unknown = sorted(set(families) - set(FAMILIES))
   if unknown:
     raise ValueError(f"unknown families: {', '.join(unknown)}")
   splits: dict[str, list[tasks_lib.Task]] = {"train": [], "dev": []}
   for name in families:
-    drawn = draw_unique(FAMILIES[name], seed, dev_per_family + train_per_family,
-                        stream=FRESH_STREAM, exclude=exclude)
-    drawn = [dataclasses.replace(t, id=f"{name}-f{seed}-{i:06d}",
-                                 extra={**t.extra, "family": name})
-             for i, t in enumerate(drawn)]
+    family = FAMILIES[name]
+    if family.split_aware:
+      taken = set(exclude)
+      for split, count, tag in (("dev", dev_per_family, ""),
+                                ("novel", novel_dev_per_family, "n")):
+        drawn = draw_unique(family, seed, count, stream=FRESH_STREAM,
+                            exclude=frozenset(taken), split=split)
+        taken |= {t.request for t in drawn}
+        splits["dev"] += _fresh_ids(drawn, name, seed, tag, split)
+      drawn = draw_unique(family, seed, train_per_family, stream=FRESH_STREAM,
+                          exclude=frozenset(taken), split="train")
+      splits["train"] += _fresh_ids(drawn, name, seed, "t", "train")
+      continue
+    drawn = _fresh_ids(draw_unique(family, seed, dev_per_family + train_per_family,
+                                   stream=FRESH_STREAM, exclude=exclude), name, seed)
     splits["dev"] += drawn[:dev_per_family]
     splits["train"] += drawn[dev_per_family:]
   random.Random(f"{FRESH_STREAM}:{seed}:shuffle").shuffle(splits["train"])
@@ -90,6 +117,6 @@ def fresh_splits(families: tuple[str, ...], train_per_family: int, dev_per_famil
 
 def family_of_id(task_id: str) -> str:
   """A task's family from its id alone (where only ids are at hand, as in a summary's
-  `pass_at_1_tasks`): `NAME-fSEED-NNNNNN` (`fresh_splits`) or `NAME-NNNNN`."""
+  `pass_at_1_tasks`): `NAME-fSEED-[n|t]NNNNNN` (`fresh_splits`) or `NAME-NNNNN`."""
   match = _FRESH_ID.match(task_id)
   return match.group("family") if match else task_id.rsplit("-", 1)[0]

@@ -139,12 +139,12 @@ def feed_global(fn: Callable, mesh: Optional[Mesh]) -> Callable:
 
 
 def local_logprobs(fn: Callable, mesh: Optional[Mesh]) -> Callable:
-  """`fn(params, model_state, batch)` -> [B, L] on this process's rows in and out
-  (unchanged in a single process)."""
+  """`fn(params, model_state, batch)` -> [B, L] (or a tuple of them) on this
+  process's rows in and out (unchanged in a single process)."""
   if mesh is None or not is_multi_process():
     return fn
-  return lambda params, model_state, batch: local_rows(
-      fn(params, model_state, global_batch(batch, mesh)))
+  return lambda params, model_state, batch: jax.tree.map(
+      local_rows, fn(params, model_state, global_batch(batch, mesh)))
 
 
 def sampling_mesh(mesh: Optional[Mesh]) -> Optional[Mesh]:

@@ -35,9 +35,11 @@ LOGPROB_KEYS = ("input_ids", "attention_mask", "loss_mask")
 
 def make_logprob_fn(fmodel: train_step.FunctionalModel, micro_batches: int = 1, *,
                     logits_chunk: int = 0, temperature: float = 1.0,
-                    batch_spec: Optional[PartitionSpec] = None) -> Callable:
+                    batch_spec: Optional[PartitionSpec] = None,
+                    with_entropy: bool = False) -> Callable:
   """`(params, model_state, batch) -> logp` [B, L] of softmax(logits / temperature),
-  0 outside `loss_mask`.
+  0 outside `loss_mask`; with `with_entropy`, `(logp, entropy)`, the predictive
+  entropy at each position likewise.
 
   `batch` holds `LOGPROB_KEYS`; rows are processed `B / micro_batches` at a time.
   """
@@ -54,33 +56,40 @@ def make_logprob_fn(fmodel: train_step.FunctionalModel, micro_batches: int = 1, 
 
     def body(_, mb):
       mb = {k: constrain(x) for k, x in mb.items()}
-      logp, _, _ = fmodel.logprobs(params, model_state, mb["input_ids"],
-                                   mb["attention_mask"], logits_chunk, temperature)
-      return None, jnp.where(mb["loss_mask"] > 0, logp, 0.0)
+      logp, entropy, _ = fmodel.logprobs(params, model_state, mb["input_ids"],
+                                         mb["attention_mask"], logits_chunk, temperature)
+      keep = mb["loss_mask"] > 0
+      out = jnp.where(keep, logp, 0.0)
+      return None, (out, jnp.where(keep, entropy, 0.0)) if with_entropy else out
 
-    _, logp = jax.lax.scan(body, None, micro)  # [k, B/k, L]; slice i has rows i, i+k..
-    return jnp.swapaxes(logp, 0, 1).reshape(batch["input_ids"].shape)
+    def rows(x):  # [k, B/k, L]; slice i has rows i, i+k..
+      return jnp.swapaxes(x, 0, 1).reshape(batch["input_ids"].shape)
+
+    _, out = jax.lax.scan(body, None, micro)
+    return jax.tree.map(rows, out)
 
   return fn
 
 
 def compile_logprob_fn(fmodel: train_step.FunctionalModel,
                        config: train_step.StepConfig, micro_batches: int,
-                       mesh: Optional[Mesh] = None) -> Callable:
+                       mesh: Optional[Mesh] = None, with_entropy: bool = False) -> Callable:
   """`make_logprob_fn` under `jax.jit`; on `mesh`, params and model state sharded as
   the policy's, the batch and the output split over the data axes."""
   if mesh is None:
     return jax.jit(make_logprob_fn(fmodel, micro_batches,
                                    logits_chunk=config.logits_chunk,
-                                   temperature=config.temperature))
+                                   temperature=config.temperature,
+                                   with_entropy=with_entropy))
   spec = train_step.batch_partition_spec(mesh)
   fn = make_logprob_fn(fmodel, micro_batches, logits_chunk=config.logits_chunk,
-                       temperature=config.temperature, batch_spec=spec)
+                       temperature=config.temperature, batch_spec=spec,
+                       with_entropy=with_entropy)
   params_sh, rest_sh = fmodel.shardings(mesh)
   batch_sh = NamedSharding(mesh, spec)
   jitted = jax.jit(fn, in_shardings=(params_sh, rest_sh,
                                      {k: batch_sh for k in LOGPROB_KEYS}),
-                   out_shardings=batch_sh)
+                   out_shardings=(batch_sh, batch_sh) if with_entropy else batch_sh)
 
   def run(params, model_state, batch):
     with jax.set_mesh(mesh):

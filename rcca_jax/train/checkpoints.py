@@ -26,6 +26,16 @@ def all_finite(tree: Any) -> bool:
   return bool(jax.device_get(jnp.all(jnp.stack(leaves)))) if leaves else True
 
 
+CHOICES = ("latest", "sft", "rl", "best", "base")
+
+
+def valid_choice(which: str) -> bool:
+  """Whether `which` names what `Checkpoints.state_for` can evaluate."""
+  name, _, step = which.partition(":")
+  return (which in CHOICES
+          or (name in ("sft", "rl") and step.isdigit()))
+
+
 @dataclasses.dataclass
 class Stage:
   """A training stage: its checkpoints, optimizer and length (RL: in RL steps)."""
@@ -121,8 +131,19 @@ class Checkpoints:
   def state_for(self, which: str, fresh: Callable[[optim.OptimizerConfig], Any]
                 ) -> tuple[str, train_step.TrainState]:
     """(stage name, state) to evaluate: "latest" (RL if any, else SFT), "rl", "sft",
-    "best" (the RL state of the best dev reward) or "base" (no checkpoint: `fresh`, the
-    initial, `init_from_hf` or `init_from_gguf` parameters)."""
+    "sft:STEP" / "rl:STEP" (that kept checkpoint), "best" (the RL state of the best dev
+    reward) or "base" (no checkpoint: `fresh`, the initial, `init_from_hf` or
+    `init_from_gguf` parameters)."""
+    if not valid_choice(which):
+      raise ValueError(f"checkpoint {which!r}: expected one of {CHOICES} or STAGE:STEP")
+    if ":" in which:
+      name, step = which.split(":")
+      stage = {"sft": self.sft, "rl": self.rl}[name]
+      kept = stage.checkpointer.all_steps()
+      if int(step) not in kept:
+        raise FileNotFoundError(f"no {name} checkpoint {step} under {self.workdir}/"
+                                f"checkpoints (kept: {kept or 'none'})")
+      return stage.name, self.restore(stage, int(step))[0]
     if which == "base":
       return "base", fresh(self.sft.opt_config)
     if which == "best":

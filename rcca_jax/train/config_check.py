@@ -44,6 +44,7 @@ from rcca_jax.models.llama_config import LlamaConfig
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import partitioning
 from rcca_jax.rl import losses
+from rcca_jax.train import flat_groups
 from rcca_jax.train import sections
 
 MODES = ("train", "eval", "plan")
@@ -322,6 +323,14 @@ def _check_rl(c: _Collector, mode: str) -> None:
 
 def _check_scale(c: _Collector, num_processes: int) -> None:
   """Overlap, the grading backend, and the prompts' split over processes."""
+  rounds, flat = c.get("rl.resample_flat_rounds"), c.get("rl.flat_groups")
+  if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
+    c.add(f"rl.resample_flat_rounds={rounds!r} must be an integer >= 0")
+  elif rounds and num_processes > 1:
+    c.add(f"rl.resample_flat_rounds={rounds} with {num_processes} processes: resampling "
+          "is per process (one process only)")
+  if flat not in flat_groups.FLAT_GROUPS:
+    c.add(f"rl.flat_groups={flat!r} must be one of {flat_groups.FLAT_GROUPS}")
   overlap = c.get("rl.overlap_steps")
   if overlap not in (0, 1):
     c.add(f"rl.overlap_steps={overlap!r} must be 0 or 1")

@@ -40,12 +40,15 @@ class DevEvaluation:
   def run(self, state, tasks: list, name: str, title: str, stage: str,
           step: int) -> dict[str, Any]:
     """The one evaluation path (dev evaluation and `--mode=eval`): the site metrics of
-    `tasks` (those with known sites), then samples them with the `eval` settings
+    `tasks` (those with known sites) and the copy metrics (those of copying families),
+    then samples them with the `eval` settings
     (greedy, and `eval.samples_per_request` samples each at `rl.temperature`, seeded
     by the run's seed, `stage` and `step`), grades them and writes DIR/eval/NAME/.
     With several processes, process 0 evaluates alone; the others wait and return {}."""
     e, rl, p = self.job.eval, self.job.rl, self.programs
-    sites = p.site_metrics(state, tasks)  # on every process (a collective)
+    # Teacher-forced metrics, on every process (collectives): the exact site metrics
+    # and the copying families' copy metrics.
+    extra = {**p.site_metrics(state, tasks), **p.copy_metrics(state, tasks)}
     sampler = p.sampler(state)  # on every process: copying weights is a collective
     if jax.process_index():
       multihost.barrier(f"eval {name}")
@@ -58,7 +61,7 @@ class DevEvaluation:
         num_reports=e.num_reports, title=title, weights=self.credit_weights,
         samples_per_request=e.samples_per_request, sample_temperature=rl.temperature,
         sample_seed=eval_loop.sample_seed(self.job.seed, stage, step),
-        prompts_per_call=rl.prompts_per_step, extra=sites)
+        prompts_per_call=rl.prompts_per_step, extra=extra)
     multihost.barrier(f"eval {name}")
     return summary
 

@@ -40,14 +40,16 @@ GROUPINGS = (("families", family_of, ""),
              ("categories", lambda t: t.category or "unknown", "category/"),
              ("difficulties", lambda t: t.difficulty or "unknown", "difficulty/"))
 # Summary entries that are tables, not metrics (left out of the flat row and headline).
-TABLES = tuple(key for key, _, _ in GROUPINGS) + ("sites", "pass_at_1_tasks",
+TABLES = tuple(key for key, _, _ in GROUPINGS) + ("splits", "sites", "pass_at_1_tasks",
                                                   "sampled_families")
-PASS_AT_K = (1, 4)  # sampled pass@k reported when every request has at least k samples
+# Sampled pass@k reported when every request has at least k samples.
+PASS_AT_K = (1, 4, 8, 16)
 
 
 def summarize(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
   """Overall `record_stats`, the sample count, and the stats per family, category and
-  difficulty (each with its sample count `n`)."""
+  difficulty (each with its sample count `n`), and per split where tasks name one
+  (`extra["split"]`: the copying families' dev and novel-word requests)."""
   summary = rollouts_lib.record_stats([r.record for r in rollouts])
   summary["samples"] = len(rollouts)
   for key, group_of, _ in GROUPINGS:
@@ -56,6 +58,13 @@ def summarize(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
       groups[group_of(r.task)].append(r.record)
     summary[key] = {g: {**rollouts_lib.record_stats(recs), "n": len(recs)}
                     for g, recs in sorted(groups.items())}
+  splits = collections.defaultdict(list)  # copying families' draws (data.draws)
+  for r in rollouts:
+    if (r.task.extra or {}).get("split"):
+      splits[r.task.extra["split"]].append(r.record)
+  if splits:
+    summary["splits"] = {g: {**rollouts_lib.record_stats(recs), "n": len(recs)}
+                         for g, recs in sorted(splits.items())}
   return summary
 
 
@@ -64,6 +73,7 @@ def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
   `difficulty/D/pass_rate`, the samples' `sampled/FAMILY/gates_pass`, ...)."""
   out = {k: v for k, v in summary.items() if k not in TABLES}
   tables = [(summary[key], prefix) for key, _, prefix in GROUPINGS]
+  tables.append((summary.get("splits", {}), "split/"))
   tables.append((summary.get("sampled_families", {}), "sampled/"))
   for table, prefix in tables:
     for group, stats in table.items():
@@ -95,13 +105,17 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def pass_stats(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
   """`pass_at_1` (mean over requests of the share of their samples passing every
   rubric), `pass_at_K` for K in `PASS_AT_K` up to the fewest samples of a request
-  (the unbiased estimator, `pass_at_k`), `sampled_reward_mean` (over samples with a
-  reward), `sampled_gates_pass`, `pass_at_1_tasks` and `sampled_families`."""
+  (the unbiased estimator, `pass_at_k`), `distinct_passing_mean` (distinct passing
+  response texts per request), `sampled_reward_mean` (over samples with a reward),
+  `sampled_gates_pass`, `pass_at_1_tasks` and `sampled_families`."""
   records = [r.record or {} for r in rollouts]
   passed, by_family = collections.defaultdict(list), collections.defaultdict(list)
+  passing_texts = collections.defaultdict(set)
   for r, record in zip(rollouts, records):
     passed[r.task.id].append(rollouts_lib.passed_all(record))
     by_family[family_of(r.task)].append(record)
+    if passed[r.task.id][-1]:
+      passing_texts[r.task.id].add(r.text)
   shares = {tid: float(np.mean(p)) for tid, p in passed.items()}
   rewards = [r.reward for r in rollouts if r.reward is not None]
   out = {"pass_at_1": float(np.mean(list(shares.values()))) if shares else 0.0}
@@ -110,6 +124,8 @@ def pass_stats(rollouts: Sequence[rollouts_lib.Rollout]) -> dict[str, Any]:
     if 1 < k <= fewest:
       out[f"pass_at_{k}"] = float(np.mean([pass_at_k(len(p), sum(p), k)
                                            for p in passed.values()]))
+  out["distinct_passing_mean"] = (float(np.mean([len(passing_texts[t]) for t in passed]))
+                                  if passed else 0.0)
   return {**out, "sampled_reward_mean": float(np.mean(rewards)) if rewards else 0.0,
           "sampled_gates_pass": rollouts_lib.record_stats(records)["gates_pass"],
           "pass_at_1_tasks": shares,

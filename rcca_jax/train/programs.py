@@ -28,6 +28,7 @@ from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step
 from rcca_jax.sampling import JaxSampler, Sampler
+from rcca_jax.train import copy_metrics as copy_metrics_lib
 from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import run_log
 from rcca_jax.train import sections
@@ -67,6 +68,7 @@ class Programs:
     self.updates = sections.update_config(job.rl)
     self._grader, self._sampler = grader, sampler
     self._logprobs: Optional[Any] = None
+    self._logprobs_entropy: Optional[Any] = None
 
   def load_pretrained(self, path: str) -> nnx.Module:
     """A Hugging Face checkpoint directory's model (the class its model_type names) or
@@ -149,15 +151,17 @@ class Programs:
       self._sampler.update_weights(model)
     return self._sampler
 
-  def sample_rollouts(self, state, prompts: list, step: int) -> list:
+  def sample_rollouts(self, state, prompts: list, step: int, round_: int = 0) -> list:
     """RL step `step`'s rollouts of this process's share of `prompts`, sampled with
-    `state` (`rl.group_size` each; the seed from the state's PRNG key and the step)."""
+    `state` (`rl.group_size` each; the seed from the state's PRNG key, the step and
+    the resampling round, `train.flat_groups`)."""
     r = self.job.rl
     return rollouts_lib.sample(
         self.sampler(state), self.tokenizer,
         multihost.prompt_share(self.mesh, prompts, r.group_size), n=r.group_size,
         max_new_tokens=r.max_new_tokens, temperature=r.temperature,
-        seed=(step_seed(state.rng, step) + 7919 * jax.process_index()) % (2**31 - 1))
+        seed=(step_seed(state.rng, step) + 7919 * jax.process_index()
+              + 104729 * round_) % (2**31 - 1))
 
   def step_config(self, temperature: float = 1.0) -> train_step.StepConfig:
     return train_step.StepConfig(micro_batches=self.job.micro_batches,
@@ -207,6 +211,39 @@ class Programs:
     return bool(path) and (path.endswith(".gguf") or os.path.exists(
         os.path.join(resolve_path(path), "config.json")))
 
+  def _score_rows(self, fn, state, batch) -> Any:
+    """`fn`'s per-token arrays [rows, L] (float64; a tuple of them where `fn` gives
+    several) of an RL-step-shaped batch under `state`, the rows split over the
+    processes and gathered back (every process calls it)."""
+    block = multihost.process_rows(self.mesh, len(batch["input_ids"]))
+    local = {k: v[block] for k, v in batch.items()}
+    out = fn(state.params, state.model_state, local)
+    several = isinstance(out, tuple)
+    arrays = [np.asarray(x, np.float64) for x in (out if several else (out,))]
+    if multihost.is_multi_process():
+      parts = sorted(multihost.allgather_json([block.start, [a.tolist() for a in arrays]]),
+                     key=lambda part: part[0])
+      arrays = [np.concatenate([np.asarray(p[1][i]) for p in parts])
+                for i in range(len(arrays))]
+    return tuple(arrays) if several else arrays[0]
+
+  def copy_metrics(self, state, tasks: list) -> dict[str, Any]:
+    """The teacher-forced copy metrics of the copying families' `tasks`
+    (`train.copy_metrics`; {} when there are none), in RL-step-shaped batches."""
+    r = self.job.rl
+    if self._logprobs_entropy is None:
+      micro = self.job.micro_batches * self.updates.mini_batches
+      self._logprobs_entropy = multihost.local_logprobs(logprobs_lib.compile_logprob_fn(
+          self.fmodel, self.step_config(r.temperature), micro, self.mesh,
+          with_entropy=True), self.mesh)
+    t0 = time.time()
+    out = copy_metrics_lib.copy_metrics(
+        lambda batch: self._score_rows(self._logprobs_entropy, state, batch),
+        self.tokenizer, tasks,
+        rows=r.prompts_per_step * r.group_size, max_len=r.max_prompt_len + r.max_new_tokens,
+        pad_id=self.pad_id)
+    return {**out, "copy_s": time.time() - t0} if out else out
+
   def site_metrics(self, state, tasks: list) -> dict[str, Any]:
     """The exact site metrics of `tasks` under `state` (`train.site_metrics`; {} when
     no task has sites), scored in RL-step-shaped batches ([prompts_per_step x
@@ -215,14 +252,7 @@ class Programs:
     r = self.job.rl
 
     def score(batch):
-      block = multihost.process_rows(self.mesh, len(batch["input_ids"]))
-      local = {k: v[block] for k, v in batch.items()}
-      logp = self.logprob_fn()(state.params, state.model_state, local)
-      sums = np.asarray(logp, np.float64).sum(-1)
-      if not multihost.is_multi_process():
-        return sums
-      parts = multihost.allgather_json([block.start, sums.tolist()])
-      return np.concatenate([np.asarray(x) for _, x in sorted(parts)])
+      return self._score_rows(self.logprob_fn(), state, batch).sum(-1)
 
     t0 = time.time()
     out = site_metrics_lib.evaluate_sites(

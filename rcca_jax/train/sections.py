@@ -129,6 +129,12 @@ class RlSection:
   recompute_old_logprobs: bool = False  # old log-probs recomputed, not the sampler's
   reference: str = ""           # KL reference (rl.loss.kl_beta > 0): "" = the SFT result
   overlap_steps: int = 0        # 1: sample step n+1 while step n is graded (train/overlap.py)
+  # Groups without a reward difference (train/flat_groups.py): up to this many more
+  # rounds of prompts sampled while the step has fewer groups with one (DAPO's dynamic
+  # sampling), and "drop": flat groups leave the loss, a step without any applies no
+  # update ("keep": they stay, with zero advantage).
+  resample_flat_rounds: int = 0
+  flat_groups: str = "keep"
   # A step whose share of unscorable responses (grading did not finish, or the judge
   # could not grade) exceeds this is not applied: graded again up to
   # `unscorable_retries` times, then the run stops (train/faults.py).

@@ -65,14 +65,17 @@ class TaskSources:
     files = (d.train_tasks, self.job.eval.tasks, *spec.exclude)
     taken = frozenset(t.request for path in files if path for t in load_task_file(path))
     return draws.fresh_splits(tuple(d.families), spec.train_per_family,
-                              spec.dev_per_family, spec.seed, taken)
+                              spec.dev_per_family, spec.seed, taken,
+                              spec.novel_dev_per_family)
 
   def train(self, per_family: int = 0, need_reference: bool = False) -> list:
-    """The natural setting's train tasks: `data.train_tasks`' then `data.fresh`'s, of
+    """The natural setting's train tasks: `data.train_tasks`' (if any) then `data.fresh`'s, of
     `data.families`, at most `per_family` of each."""
     d = self.job.data
-    where = d.train_tasks + (" + data.fresh" if d.fresh_spec.train_per_family else "")
-    return cap_tasks((*load_task_file(d.train_tasks), *self.fresh()["train"]), where=where,
+    listed = load_task_file(d.train_tasks) if d.train_tasks else ()
+    where = " + ".join([d.train_tasks] * bool(d.train_tasks)
+                       + ["data.fresh"] * bool(d.fresh_spec.train_per_family))
+    return cap_tasks((*listed, *self.fresh()["train"]), where=where or "data.train_tasks",
                      families=tuple(d.families), per_family=per_family,
                      need_reference=need_reference)
 
@@ -106,11 +109,13 @@ class TaskSources:
                      self.skipped_prompts, r.max_prompt_len)
     return self._rl
 
-  def rl_prompts(self, step: int) -> list:
-    """RL step `step`'s prompts (all processes' share), in the run's seeded order."""
+  def rl_prompts(self, step: int, round_: int = 0) -> list:
+    """RL step `step`'s prompts (all processes' share), in the run's seeded order;
+    `round_` > 0: the step's further prompts for flat groups (`train.flat_groups`),
+    from another seeded order."""
     tasks, r = self.rl(), self.job.rl
     return [tasks[i] for i in batch_indices(len(tasks), r.prompts_per_step, step,
-                                            self.job.seed + 1)]
+                                            self.job.seed + 1 + 7919 * round_)]
 
   def sft_examples(self) -> list[tuple[list[int], list[int]]]:
     """(token ids, loss mask) of every SFT example that fits `sft.max_len`."""

@@ -46,6 +46,7 @@ from rcca_jax.rl import updates as updates_lib
 from rcca_jax.sampling import Sampler
 from rcca_jax.train import config_check
 from rcca_jax.train import faults
+from rcca_jax.train import flat_groups
 from rcca_jax.train import overlap as overlap_lib
 from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import row_reduce
@@ -265,15 +266,24 @@ class Trainer:
     regraded = rollouts_lib.settle_unscorable(
         p.grader(), rollouts, step=step + 1, max_share=r.max_unscorable,
         retries=r.unscorable_retries, last_checkpoint=self._last_rl_checkpoint)
+    rollouts, flat = self._fill_with_signal(state, step, rollouts)
     rollouts_lib.assign_weights(rollouts, weights=self.credit_weights,
                                 blame=self.credit.blame)
     cache_row, t2 = p.cache_row(cached), time.time()
     batch, _ = rollouts_lib.rl_batch(
         rollouts, group_size=r.group_size, max_len=r.max_prompt_len + r.max_new_tokens,
         pad_id=p.pad_id, scale_by_std=self.loss.scale_advantages_by_std)
-    state, per_update, extra, skipped = updates_lib.update_batch(
-        parts.update, state, batch, self.updates, keys=parts.objective.keys,
-        reference=parts.reference, policy_logprobs=parts.old_logprobs)
+    if r.flat_groups == "drop":
+      flat["groups_kept"] = float(flat_groups.drop_flat(batch, rollouts, r.group_size))
+    if r.flat_groups == "drop" and not multihost.any_process(flat["groups_kept"] > 0):
+      # No reward difference anywhere: no optimizer update (the counters advance).
+      state = state.replace(step=state.step + self.updates.updates_per_batch)
+      per_update, extra, skipped = [{"skipped_nonfinite": 0.0, "skipped_no_signal": 1.0,
+                                     "loss": 0.0}], {}, None
+    else:
+      state, per_update, extra, skipped = updates_lib.update_batch(
+          parts.update, state, batch, self.updates, keys=parts.objective.keys,
+          reference=parts.reference, policy_logprobs=parts.old_logprobs)
     if skipped:
       run_log.note("RL step %d: %s; update skipped", step + 1, skipped)
     for update in per_update:
@@ -290,10 +300,27 @@ class Trainer:
     row.update(skipped_long_prompts=self.tasks.skipped_prompts,
                timeouts=stats.get("timeouts", 0), regraded=regraded,
                worker_deaths=stats.get("worker_deaths", 0) - deaths,
-               **times, **cache_row, train_s=t3 - t2, step_s=time.time() - t0)
+               **times, **cache_row, **flat, train_s=t3 - t2, step_s=time.time() - t0)
     row = row_reduce.combine(multihost.gather_shares(row, len(rollouts)))
     self.metrics.write("rl", step + 1, row)
     return state, row, preempted
+
+  def _fill_with_signal(self, state, step: int, rollouts: list) -> tuple[list, dict]:
+    """RL step `step`'s rollouts with flat groups replaced by further prompts' groups
+    that have a reward difference, up to `rl.resample_flat_rounds` rounds (extra
+    rounds' unscorable responses stay ungraded: out of the loss), and its row entries."""
+    r, p = self.job.rl, self.programs
+    if not r.resample_flat_rounds:
+      return rollouts, {}
+
+    def draw(round_: int) -> list:
+      extra = p.sample_rollouts(state, self.tasks.rl_prompts(step, round_), step, round_)
+      rollouts_lib.grade(p.grader(), extra)
+      return extra
+
+    return flat_groups.fill_with_signal(rollouts, r.group_size,
+                                        len(rollouts) // r.group_size,
+                                        r.resample_flat_rounds, draw)
 
   def _last_rl_checkpoint(self) -> str:
     saved = self.checkpoints.rl.checkpointer.latest_step()

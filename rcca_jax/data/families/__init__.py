@@ -1,12 +1,13 @@
 """Registry of the parameterised mini-app task families.
 
 `FAMILIES[name].generate(rng, index)` draws one task (request, executable rubrics and a
-reference app that passes them) from `rng`.
+reference app that passes them) from `rng`; the `*_copy` families draw for a split
+(`generate(rng, index, split)`, families/copying.py).
 """
 
 from __future__ import annotations
 
-from rcca_jax.data.families import forms, games, lists, tools, widgets
+from rcca_jax.data.families import copying, forms, games, lists, tools, widgets
 from rcca_jax.data.families.base import Draft, Family, Rule
 
 _SPECS = (
@@ -43,5 +44,9 @@ _SPECS = (
 FAMILIES: dict[str, Family] = {
     name: Family(name, category, difficulty, build) for name, category, difficulty, build in _SPECS
 }
+# Families that force copying (issue 54): values from pools too large to memorize.
+FAMILIES.update({
+    name: Family(name, "Tools", "easy", split_build=copying.split_builder(build))
+    for name, build in copying.BUILDERS.items()})
 
 __all__ = ["FAMILIES", "Draft", "Family", "Rule"]

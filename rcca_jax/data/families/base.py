@@ -34,18 +34,32 @@ class Draft:
   request: str
   rules: tuple[Rule, ...]
   reference: str
+  entropy: float = 0.0  # nats of the values the app must copy (families/copying.py)
 
 
 @dataclasses.dataclass(frozen=True)
 class Family:
-  """A parameterised generator of mini-app tasks."""
+  """A parameterised generator of mini-app tasks. A split-aware family
+  (`split_build`) draws its values for a split: `train`, `dev` or `novel`
+  (families/copying.py); the others draw the same way for every split."""
 
   name: str
   category: str
   difficulty: str
-  build: Callable[[random.Random], Draft]
+  build: Callable[[random.Random], Draft] | None = None
+  split_build: Callable[[random.Random, str], Draft] | None = None
 
-  def draft(self, rng: random.Random) -> Draft:
+  def __post_init__(self):
+    if (self.build is None) == (self.split_build is None):
+      raise ValueError(f"family {self.name}: give exactly one of build and split_build")
+
+  @property
+  def split_aware(self) -> bool:
+    return self.split_build is not None
+
+  def draft(self, rng: random.Random, split: str = "train") -> Draft:
+    if self.split_build is not None:
+      return self.split_build(rng, split)
     return self.build(rng)
 
   def to_task(self, draft: Draft, index: int) -> tasks.Task:
@@ -64,8 +78,8 @@ class Family:
     }
     return tasks.parse_task(obj, where=f"family {self.name}")
 
-  def generate(self, rng: random.Random, index: int) -> tasks.Task:
-    return self.to_task(self.draft(rng), index)
+  def generate(self, rng: random.Random, index: int, split: str = "train") -> tasks.Task:
+    return self.to_task(self.draft(rng, split), index)
 
 
 def rule(kind: str, level: str, text: str, *steps: str) -> Rule:

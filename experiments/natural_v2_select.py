@@ -1,0 +1,132 @@
+"""Chooses the RL start of the natural setting by measurement (issue 54, item 3): for
+each kept SFT checkpoint, the three conditions an RL start must meet, then packs the
+chosen one's parameters into the repository.
+
+    python experiments/natural_v2_select.py W --steps=3000,4000,5000 [--json OUT]
+    python experiments/natural_v2_select.py W --pack=4000 --out=DIR
+
+Per step, two evaluations (`python -m rcca_jax.main --mode=eval --checkpoint=sft:STEP`,
+8 samples per request at the RL temperature): the dev requests, and a dry sampling
+round on `--dry` train requests (the RL's prompts, `rl.group_size` samples each):
+
+1. greedy dev pass in [0.15, 0.6];
+2. dev pass@8 - pass@1 >= 0.15 (unbiased estimator, `eval_loop.pass_at_k`);
+3. at least half of the dry round's groups have a reward difference.
+
+`--pack=STEP` writes that checkpoint's parameters as a Hugging Face Llama directory
+(config.json, model.safetensors: what `init_from_hf` loads) to `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Sequence
+
+CONFIG = "experiments/natural_v2.py:pilot"
+BAND = (0.15, 0.6)
+MIN_PASS_GAP = 0.15
+MIN_SIGNAL_SHARE = 0.5
+
+
+def _eval(workdir: str, step: int, tasks: str | None, samples: int) -> str:
+  """Runs one evaluation (unless its summary exists); its output directory."""
+  stem = os.path.splitext(os.path.basename(tasks))[0] if tasks else ""
+  out = os.path.join(workdir, "eval", f"sft_{step:06d}_{stem}")
+  if not os.path.exists(os.path.join(out, "summary.json")):
+    cmd = [sys.executable, "-m", "rcca_jax.main", f"--config={CONFIG}",
+           f"--workdir={workdir}", "--mode=eval", f"--checkpoint=sft:{step}",
+           f"--config.eval.samples_per_request={samples}"]
+    subprocess.run(cmd + ([f"--tasks={tasks}"] if tasks else []), check=True)
+  return out
+
+
+def dry_tasks(workdir: str, count: int) -> str:
+  """The first `count` RL prompts' tasks (the run's train draws), as a task file."""
+  from experiments import natural_v2  # pylint: disable=import-outside-toplevel
+  from rcca_jax.data import draws  # pylint: disable=import-outside-toplevel
+  from rcca_jax.data import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+  config = natural_v2.get_config()
+  f = config.data.fresh
+  fresh = draws.fresh_splits(tuple(config.data.families), f.train_per_family,
+                             f.dev_per_family, f.seed, frozenset(), f.novel_dev_per_family)
+  path = os.path.join(workdir, "dry_round_tasks.jsonl")
+  if not os.path.exists(path):
+    tasks_lib.write_tasks(path, fresh["train"][:count])
+  return path
+
+
+def signal_share(sampled_path: str) -> float:
+  """Share of requests whose sampled rewards are not all equal."""
+  rewards = collections.defaultdict(list)
+  with open(sampled_path, encoding="utf-8") as f:
+    for line in f:
+      row = json.loads(line)
+      if row["reward"] is not None:
+        rewards[row["task_id"]].append(row["reward"])
+  return sum(max(r) - min(r) > 1e-9 for r in rewards.values()) / max(len(rewards), 1)
+
+
+def conditions(dev_dir: str, dry_dir: str) -> dict[str, Any]:
+  """The three conditions' values and verdicts."""
+  with open(os.path.join(dev_dir, "summary.json"), encoding="utf-8") as f:
+    dev = json.load(f)
+  greedy, p1, p8 = dev["pass_rate"], dev["pass_at_1"], dev["pass_at_8"]
+  share = signal_share(os.path.join(dry_dir, "sampled.jsonl"))
+  return {"greedy_pass": greedy, "pass_at_1": p1, "pass_at_8": p8,
+          "pass_gap": p8 - p1, "signal_share": share,
+          "dev_reward": dev["reward_mean"], "dev_gates": dev["gates_pass"],
+          "splits": {k: v["pass_rate"] for k, v in dev.get("splits", {}).items()},
+          "in_band": BAND[0] <= greedy <= BAND[1], "gap_ok": p8 - p1 >= MIN_PASS_GAP,
+          "signal_ok": share >= MIN_SIGNAL_SHARE,
+          "meets_all": (BAND[0] <= greedy <= BAND[1] and p8 - p1 >= MIN_PASS_GAP
+                        and share >= MIN_SIGNAL_SHARE)}
+
+
+def pack(workdir: str, step: int, out: str) -> None:
+  """Writes SFT checkpoint `step`'s parameters as a Hugging Face Llama directory."""
+  from experiments import natural_v2  # pylint: disable=import-outside-toplevel
+  from rcca_jax.models import llama_checkpoint  # pylint: disable=import-outside-toplevel
+  from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
+  with trainer_lib.Trainer(natural_v2.get_config(), workdir, mode="eval") as trainer:
+    _, state = trainer.checkpoints.state_for(f"sft:{step}", trainer.programs.fresh_state)
+    model = trainer.programs.fmodel.merge(state.params, state.model_state)
+    llama_checkpoint.write(model, out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("workdir")
+  p.add_argument("--steps", default="", help="comma-separated SFT steps to measure")
+  p.add_argument("--dry", type=int, default=24, help="train requests of the dry round")
+  p.add_argument("--samples", type=int, default=8)
+  p.add_argument("--json", default="", help="write the table as JSON here")
+  p.add_argument("--pack", type=int, default=0, help="SFT step to pack")
+  p.add_argument("--out", default="experiments/results/natural_v2/sft_policy")
+  args = p.parse_args(argv)
+  if args.pack:
+    pack(args.workdir, args.pack, args.out)
+    print(f"SFT step {args.pack}: parameters written to {args.out}")
+    return 0
+  dry = dry_tasks(args.workdir, args.dry)
+  table = {}
+  for step in [int(s) for s in args.steps.split(",") if s]:
+    table[step] = conditions(_eval(args.workdir, step, None, args.samples),
+                             _eval(args.workdir, step, dry, args.samples))
+    row = table[step]
+    print(f"step {step}: greedy {row['greedy_pass']:.3f} pass@1 {row['pass_at_1']:.3f} "
+          f"pass@8 {row['pass_at_8']:.3f} groups with a difference "
+          f"{row['signal_share']:.2f} splits {row['splits']} -> "
+          f"{'meets all' if row['meets_all'] else 'fails'}", flush=True)
+  if args.json:
+    with open(args.json, "w", encoding="utf-8") as f:
+      json.dump(table, f, indent=1)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,46 @@
+"""The RL start's three conditions, read from an evaluation's files
+(experiments/natural_v2_select.py)."""
+
+import json
+import os
+
+from absl.testing import absltest
+
+from experiments import natural_v2_select as select
+
+
+def _write(directory, summary, sampled):
+  os.makedirs(directory, exist_ok=True)
+  with open(os.path.join(directory, "summary.json"), "w") as f:
+    json.dump(summary, f)
+  with open(os.path.join(directory, "sampled.jsonl"), "w") as f:
+    for task_id, reward in sampled:
+      f.write(json.dumps({"task_id": task_id, "reward": reward}) + "\n")
+
+
+class ConditionsTest(absltest.TestCase):
+
+  def test_signal_share_and_the_three_conditions(self):
+    root = self.create_tempdir().full_path
+    dev, dry = os.path.join(root, "dev"), os.path.join(root, "dry")
+    summary = {"pass_rate": 0.3, "pass_at_1": 0.2, "pass_at_8": 0.4, "reward_mean": 0.5,
+               "gates_pass": 0.9, "splits": {"dev": {"pass_rate": 0.35}}}
+    # a: rewards differ; b: all equal; c: one graded sample (no difference); d: differ.
+    _write(dev, summary, [])
+    _write(dry, {}, [("a", 0.1), ("a", 0.4), ("b", 0.2), ("b", 0.2), ("c", 0.3),
+                     ("c", None), ("d", 1.0), ("d", 0.2)])
+    self.assertEqual(select.signal_share(os.path.join(dry, "sampled.jsonl")), 0.5)
+    got = select.conditions(dev, dry)
+    self.assertAlmostEqual(got["pass_gap"], 0.2)
+    self.assertEqual((got["in_band"], got["gap_ok"], got["signal_ok"], got["meets_all"]),
+                     (True, True, True, True))
+    self.assertEqual(got["splits"], {"dev": 0.35})
+    _write(dev, {**summary, "pass_at_8": 0.3}, [])
+    got = select.conditions(dev, dry)
+    self.assertEqual((got["gap_ok"], got["meets_all"]), (False, False))
+    _write(dev, {**summary, "pass_rate": 0.7}, [])
+    self.assertFalse(select.conditions(dev, dry)["in_band"])
+
+
+if __name__ == "__main__":
+  absltest.main()
