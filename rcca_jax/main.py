@@ -14,7 +14,8 @@ Several processes (hosts) run one job with `--coordinator_address=HOST:PORT
 JAX detects TPU/GPU/Slurm clusters itself).
 A run that stops safely prints one line and exits with status 75 when preempted
 (SIGTERM: the step in flight is finished and checkpointed; rerun to resume) or 3 when
-it cannot go on (`train.faults`: non-finite updates in a row, unscorable steps).
+it cannot go on (`train.faults`: non-finite updates in a row, unscorable steps, no SFT
+checkpoint that restores).
 The config is checked before any work: an invalid one exits with status 2 and one
 message naming every bad field, and so does a work directory in use by a live job
 (`DIR/.lock`), or a resume whose config differs from `DIR/job_config.json` outside

@@ -219,6 +219,15 @@ class CheckpointFallbackTest(parameterized.TestCase):
         ckpt.restore_latest_good(TARGET)
     self.assertEqual(sorted(os.listdir(self.directory)), before)
 
+  def test_set_aside_all_leaves_no_step(self):
+    with checkpoint.Checkpointer(self.directory) as ckpt:
+      moved = ckpt.set_aside_all()
+      self.assertEqual(ckpt.all_steps(), [])
+      self.assertIsNone(ckpt.latest_step())
+    self.assertEqual([os.path.basename(m).split(".broken-")[0] for m in moved],
+                     ["1", "2", "3"])
+    self.assertTrue(all(os.path.isdir(m) for m in moved))
+
   def test_data_position_skips_a_corrupt_latest_step(self):
     _truncate(os.path.join(self.directory, "3", "meta", "metadata"))
     with checkpoint.Checkpointer(self.directory) as ckpt:
@@ -332,6 +341,58 @@ class AtomicEvalOutputsTest(absltest.TestCase):
     sampled = [json.loads(l) for l in open(os.path.join(out, "sampled.jsonl"))]
     self.assertEqual(sampled[0]["response"], "third 0")
     self.assertIn("hird 0</pre>", pathlib.Path(out, "report.html").read_text())
+
+
+
+class TornOnlyRlCheckpointTest(absltest.TestCase):
+  """A run whose only RL checkpoint is torn (every file of its state cut in half)
+  restarts RL from the SFT result and ends bitwise equal to an uninterrupted run, each
+  RL row written once (issue 53)."""
+
+  def _train(self, workdir, rl_steps):
+    from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
+    from tests.trainer_fixtures import FakeGrader, trainer_config  # pylint: disable=import-outside-toplevel
+    config = trainer_config()
+    config.rl.update(num_steps=rl_steps, checkpoint_every=100)  # saved at the end only
+    with trainer_lib.Trainer(config, workdir, grader=FakeGrader()) as trainer:
+      trainer.train()
+      trainer.open()
+      state = trainer.checkpoints.restore(trainer.checkpoints.rl)[0]
+      rows = [r for r in trainer.metrics.rows() if r["stage"] == "rl"]
+    return state, rows
+
+  def test_resumes_from_the_sft_result_bitwise(self):
+    torn = self.create_tempdir().full_path
+    self._train(torn, 2)
+    rl_dir = os.path.join(torn, "checkpoints", "rl")
+    (only,) = os.listdir(rl_dir)
+    for folder, _, files in os.walk(os.path.join(rl_dir, only, "state")):
+      for name in files:
+        _truncate(os.path.join(folder, name))
+    from rcca_jax.train import faults  # pylint: disable=import-outside-toplevel
+    from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
+    from tests.trainer_fixtures import trainer_config  # pylint: disable=import-outside-toplevel
+    with trainer_lib.Trainer(trainer_config(), torn, mode="eval") as trainer:
+      # A stage that cannot start over stops safely (exit 3), one line, nothing moved.
+      with self.assertRaisesRegex(faults.RunStopped, "nothing to resume from") as caught:
+        trainer.checkpoints.restore_latest(trainer.checkpoints.rl)
+      self.assertEqual(caught.exception.exit_code, 3)
+      self.assertNotIn("\n", str(caught.exception))
+    self.assertEqual(os.listdir(rl_dir), [only])
+    out = io.StringIO()
+    with contextlib.redirect_stderr(out):
+      state, rows = self._train(torn, 3)
+    (warning,) = [l for l in out.getvalue().splitlines() if "no rl checkpoint restores" in l]
+    self.assertIn(f"{only}.broken-", warning)
+    self.assertIn("rl starts over from the SFT result, redoing 2 steps", warning)
+    want_state, want_rows = self._train(self.create_tempdir().full_path, 3)
+    self.assertEqual([r["step"] for r in rows], [1, 2, 3])
+    for got, want in zip(rows, want_rows):
+      self.assertEqual((got["loss"], got["reward_mean"]), (want["loss"], want["reward_mean"]))
+    self.assertEqual(int(state.step), int(want_state.step))
+    for a, b in zip(jax.tree.leaves((state.params, state.opt_state)),
+                    jax.tree.leaves((want_state.params, want_state.opt_state))):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 if __name__ == "__main__":

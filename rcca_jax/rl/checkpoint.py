@@ -129,6 +129,13 @@ class Checkpointer:
             f"step {s}: {type(e).__name__}: {_first_line(e)}" for s, e in failed)
     ) from failed[0][1]
 
+  def set_aside_all(self) -> list[str]:
+    """Moves every checkpoint aside (`STEP.broken-TIME`): the stage starts over. Their
+    new paths."""
+    moved = [self._move_aside(step) for step in sorted(self.all_steps())]
+    self._manager.reload()
+    return moved
+
   def _move_aside(self, step: int) -> str:
     """Renames step `step`'s directory to `STEP.broken-TIME` (process 0); its path."""
     path = os.path.join(self.directory, str(step))

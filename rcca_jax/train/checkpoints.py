@@ -16,6 +16,7 @@ from rcca_jax.rl import checkpoint as checkpoint_lib
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step
 from rcca_jax.train import faults
+from rcca_jax.train import run_log
 from rcca_jax.train import sections
 
 
@@ -24,6 +25,11 @@ def all_finite(tree: Any) -> bool:
   leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
             if jnp.issubdtype(x.dtype, jnp.floating)]
   return bool(jax.device_get(jnp.all(jnp.stack(leaves)))) if leaves else True
+
+
+def _cause(error: Exception) -> str:
+  """A CheckpointError's per-step causes, without its leading directory."""
+  return str(error).split(" restores: ", 1)[-1]
 
 
 CHOICES = ("latest", "sft", "rl", "best", "base")
@@ -54,6 +60,7 @@ class Checkpoints:
                target: Callable[[optim.OptimizerConfig], train_step.TrainState],
                updates_per_batch: int):
     self.workdir, self.job, self._target = workdir, job, target
+    self.updates_per_batch = updates_per_batch
     self.sft = Stage("sft", self._checkpointer("sft"),
                      sections.optimizer_config(job.sft.optimizer, job.sft.num_steps),
                      job.sft.num_steps)
@@ -89,12 +96,28 @@ class Checkpoints:
     """(state, data position) of `stage`'s checkpoint `step` (default: the latest)."""
     return stage.checkpointer.restore(self._target(stage.opt_config), step)
 
-  def restore_latest(self, stage: Stage) -> Optional[tuple[Any, dict, int]]:
+  def restore_latest(self, stage: Stage, *, start_over: bool = False
+                     ) -> Optional[tuple[Any, dict, int]]:
     """(state, data position, step) of `stage`'s newest checkpoint that restores (a
-    broken newer one is set aside with a warning); None without any."""
-    if stage.checkpointer.latest_step() is None:
+    broken newer one is set aside with a warning); None without any. When none
+    restores: `faults.RunStopped` naming them, or with `start_over` (a stage that can
+    begin again from the one before it) all are set aside with one warning and None."""
+    latest = stage.checkpointer.latest_step()
+    if latest is None:
       return None
-    return stage.checkpointer.restore_latest_good(self._target(stage.opt_config))
+    try:
+      return stage.checkpointer.restore_latest_good(self._target(stage.opt_config))
+    except checkpoint_lib.CheckpointError as e:
+      if not start_over:
+        raise faults.RunStopped(f"{e}; nothing to resume from (exit 3: do not restart "
+                                "as is)") from e
+      moved = stage.checkpointer.set_aside_all()
+      steps = latest // (self.updates_per_batch if stage is self.rl else 1)
+      start = "the SFT result" if stage is self.rl else "the initial weights"
+      run_log.note("warning: no %s checkpoint restores (%s); set aside: %s; %s starts "
+                   "over from %s, redoing %d steps", stage.name, _cause(e),
+                   ", ".join(moved), stage.name, start, steps)
+      return None
 
   def restore_from(self, directory: str, stage: Stage):
     """(state, data position) of the latest checkpoint in another directory, read as a

@@ -338,7 +338,8 @@ class Trainer:
       self.tasks.rl()  # RL prompts that cannot fit are refused before any work
       if self.job.eval.enabled and not self.tasks.is_controlled:
         self.tasks.dev()  # so is a dev task file that cannot be read
-      restored = ckpt.restore_latest(ckpt.rl)
+      # RL whose checkpoints are all torn starts over from the SFT result.
+      restored = ckpt.restore_latest(ckpt.rl, start_over=True)
       if restored is not None:
         state, position, rl_step = restored
         rl_step //= self.updates.updates_per_batch
