@@ -24,12 +24,17 @@ from rcca_jax.train import sections
 
 FAMILIES = ("counter_copy", "char_counter_copy", "dark_mode_copy")
 TEST_FAMILIES = ("reveal_copy", "greeting_copy")
-PRESETS = ("pilot",)
+PRESETS = ("pilot", "rl")
+# The chosen SFT checkpoint's parameters (experiments/natural_v2_select.py --pack).
+SFT_POLICY = "experiments/results/natural_v2/sft_policy"
+ARMS = "grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo"
 
 
 def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
   """Presets: "pilot" (SFT from scratch alone, a dev evaluation with the copy metrics
-  every 250 steps)."""
+  every 250 steps) and "rl" (the study: RL from the packed SFT policy, `SFT_POLICY`,
+  with dynamic sampling and flat groups dropped; `python -m rcca_jax.ablation` runs
+  `ARMS`, one shared start, the seeds differing in RL prompts and sampling)."""
   if preset not in PRESETS:
     raise ValueError(f"preset {preset!r}: expected one of {PRESETS}")
   config = sections.defaults_config()
@@ -49,4 +54,14 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
                      max_new_tokens=320, samples_per_request=0)
   config.eval.evaluator.update(response_deadline=30.0, rubric_timeout=10.0)
   config.arms = ablation_small.get_config().arms
+  if preset == "rl":
+    config.init_from_hf = SFT_POLICY
+    config.sft.num_steps = 0
+    # RL prompts need no SFT-sized pool; dev grows (the pilot's first 12 and 6 kept).
+    config.data.fresh.update(train_per_family=2000, dev_per_family=30,
+                             novel_dev_per_family=10)
+    config.rl.update(num_steps=200, flat_groups="drop", resample_flat_rounds=3)
+    config.rl.optimizer.learning_rate = 3e-5
+    config.ablation = ml_collections.ConfigDict(dict(arms=ARMS, bootstrap=2000,
+                                                     shared_sft=True))
   return config

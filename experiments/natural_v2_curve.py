@@ -1,7 +1,7 @@
 """The pilot's copy curve: SFT loss beside the no-copy floor, and at each dev evaluation
 the teacher-forced copy rates and greedy pass (issue 54, item 2).
 
-    python experiments/natural_v2_curve.py W [--json OUT]
+    python -m experiments.natural_v2_curve W [--json OUT]
 
 The floor (`copying.no_copy_floor`) is the loss per response token a policy pays when it
 writes everything but the request's values perfectly: measured on `--drafts` train

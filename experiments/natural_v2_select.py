@@ -2,8 +2,8 @@
 each kept SFT checkpoint, the three conditions an RL start must meet, then packs the
 chosen one's parameters into the repository.
 
-    python experiments/natural_v2_select.py W --steps=3000,4000,5000 [--json OUT]
-    python experiments/natural_v2_select.py W --pack=4000 --out=DIR
+    python -m experiments.natural_v2_select W --steps=3000,4000,5000 [--json OUT]
+    python -m experiments.natural_v2_select W --pack=4000 --out=DIR
 
 Per step, two evaluations (`python -m rcca_jax.main --mode=eval --checkpoint=sft:STEP`,
 8 samples per request at the RL temperature): the dev requests, and a dry sampling

@@ -192,9 +192,12 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int,
   if outside:
     raise ValueError(f"--only_seeds {outside}: not among the {seeds} seeds 0..{seeds - 1}")
   shared = ablation_report.shared_sft(config)
+  # No SFT steps (RL from `init_from_hf`'s weights): the SFT run is the post-SFT
+  # evaluation alone and the arms start from those weights themselves.
+  no_sft = not config.sft.num_steps
   for seed in only_seeds or range(seeds):
     sft = ablation_report.sft_dir_of(workdir, seed, shared)
-    if not _done(sft, "sft", config.sft.num_steps) or (
+    if not (no_sft or _done(sft, "sft", config.sft.num_steps)) or (
         config.eval.enabled and not _done(sft, "eval", config.sft.num_steps)):
       _run(sft_config(config, 0 if shared else seed), sft, workdir,
            f"seed_{0 if shared else seed}/sft")
@@ -204,7 +207,7 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int,
           os.path.join(arm_dir, ablation_report.DIVERGED)):
         continue
       target = os.path.join(arm_dir, "checkpoints", "sft")
-      if not os.path.exists(target):
+      if not no_sft and not os.path.exists(target):
         if os.path.exists(f"{sft}.recorded") or not os.path.exists(
             os.path.join(sft, "checkpoints", "sft")):  # not kept, or a rebuild stopped
           _rebuild_sft(sft_config(config, 0 if shared else seed), sft, workdir,
