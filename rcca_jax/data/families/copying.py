@@ -322,9 +322,34 @@ def greeting(c: Copier) -> b.Draft:
                  page("Greeting", "", body, script))
 
 
+ROLES = ("count", "add", "sub", "reset", "box", "left", "send", "theme", "show", "panel",
+         "name", "greet", "out")
+
+
+def echo(c: Copier) -> b.Draft:
+  """(A copying drill.) One empty `<div>` per id of the request, in the request's order:
+  2 to 6 ids with the other families' roles, nothing else to write."""
+  ids = [c.ident(role) for role in c.rng.sample(ROLES, c.rng.randint(2, 6))]
+  parts = ["It shows one empty div for each id, first to last: "
+           + ", ".join(f"`#{i}`" for i in ids) + "."]
+  rules = (
+      rule("initial", "core", "Every id has its div",
+           *(b.exists(f"div#{i}") for i in ids)),
+      rule("initial", "behavior", f"The page shows {len(ids)} divs",
+           b.count("div", "==", len(ids))),
+      rule("dynamic", "behavior", "The divs stay a moment later",
+           b.wait(50), b.exists(f"div#{ids[-1]}")),
+  )
+  body = "\n".join(f'<div id="{i}"></div>' for i in ids)
+  script = "document.title = \"Ids\";"
+  return b.Draft(_request(c, "a page of empty divs", *parts), rules,
+                 page("Ids", "", body, script))
+
+
 BUILDERS: dict[str, Callable[[Copier], b.Draft]] = {
     "counter_copy": counter, "char_counter_copy": char_counter,
-    "dark_mode_copy": dark_mode, "reveal_copy": reveal, "greeting_copy": greeting}
+    "dark_mode_copy": dark_mode, "reveal_copy": reveal, "greeting_copy": greeting,
+    "echo_copy": echo}
 TEST_FAMILIES = ("reveal_copy", "greeting_copy")
 
 
