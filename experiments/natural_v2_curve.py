@@ -28,7 +28,8 @@ KINDS = ("w1", "w2", "label", "number")
 
 
 def floor(families: Sequence[str], tokenizer: Any, drafts: int = 300) -> dict[str, float]:
-  """The no-copy floor of each family and of their equal mixture."""
+  """The no-copy floor of each family and of their equal mixture, and the mixture's
+  floor for a policy that copies nothing even within its own app."""
   count = copying.sft_token_counter(tokenizer)
   out, mixed = {}, []
   for name in families:
@@ -37,6 +38,7 @@ def floor(families: Sequence[str], tokenizer: Any, drafts: int = 300) -> dict[st
     out[name] = copying.no_copy_floor(ds, count)
     mixed += ds
   out["all"] = copying.no_copy_floor(mixed, count)
+  out["all, no copy even within the app"] = copying.no_copy_floor(mixed, count, True)
   return out
 
 

@@ -112,6 +112,17 @@ class SplitTest(absltest.TestCase):
     floor = copying.no_copy_floor(real, copying.sft_token_counter(tokenizer))
     self.assertGreater(floor, 0.2)
     self.assertLess(floor, 0.5)
+    # Every id, label and the start value appear at least twice in a counter app (markup
+    # and script), so copying nothing at all costs more than the first occurrences.
+    strict = copying.no_copy_floor(real, copying.sft_token_counter(tokenizer), True)
+    self.assertGreater(strict, 1.4 * floor)
+    for d in real:
+      self.assertAlmostEqual(sum(n for _, n in d.copied), d.entropy, places=9)
+      self.assertTrue(all(copying.occurrences(v, d.reference) >= 1 for v, _ in d.copied))
+
+  def test_occurrences_are_whole(self):
+    self.assertEqual(copying.occurrences("x-ab-cd", 'id="x-ab-cd" ("x-ab-cd") x-ab-cde'), 2)
+    self.assertEqual(copying.occurrences("12", "n = 12; m = 123; -12; (12)"), 2)
 
 
 class FreshCopySplitsTest(absltest.TestCase):

@@ -35,6 +35,7 @@ class Draft:
   rules: tuple[Rule, ...]
   reference: str
   entropy: float = 0.0  # nats of the values the app must copy (families/copying.py)
+  copied: tuple[tuple[str, float], ...] = ()  # each such value and its nats
 
 
 @dataclasses.dataclass(frozen=True)

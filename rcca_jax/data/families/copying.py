@@ -68,6 +68,7 @@ class Copier:
     if split not in SPLITS:
       raise ValueError(f"split {split!r}: expected one of {SPLITS}")
     self.rng, self.split, self.entropy = rng, split, 0.0
+    self.values: list[tuple[str, float]] = []  # (value as the app writes it, nats)
     self._used: set[str] = set()
     train, novel = pool() if words is None else (tuple(words), tuple(words))
     self._words = novel if split == "novel" else train
@@ -92,18 +93,23 @@ class Copier:
           return f"{w1}-{w2}"
     tail = self._fresh(draw)
     if not self._sentinel:
-      self.entropy += math.log(_compounds(self.split))
+      self._add(f"{role}-{tail}", math.log(_compounds(self.split)))
     return f"{role}-{tail}"
+
+  def _add(self, value: str, nats: float) -> None:
+    self.entropy += nats
+    self.values.append((value, nats))
 
   def word(self) -> str:
     """A label: one pool word, distinct from the request's other labels and ids."""
     value = self._fresh(lambda: self.rng.choice(self._words))
-    self.entropy += math.log(len(self._words))
+    self._add(value, math.log(len(self._words)))
     return value
 
   def integer(self, lo: int, hi: int) -> int:
-    self.entropy += math.log(hi - lo + 1)
-    return self.rng.randint(lo, hi)
+    value = self.rng.randint(lo, hi)
+    self._add(str(value), math.log(hi - lo + 1))
+    return value
 
   def colour(self) -> str:
     """`rgb(R, G, B)`, channels 0-255 (the form computed styles report)."""
@@ -359,7 +365,8 @@ def split_builder(build: Callable[[Copier], b.Draft]
   def draft(rng: random.Random, split: str) -> b.Draft:
     copier = Copier(rng, split)
     d = build(copier)
-    return b.Draft(d.request, d.rules, d.reference, entropy=copier.entropy)
+    return b.Draft(d.request, d.rules, d.reference, entropy=copier.entropy,
+                   copied=tuple(copier.values))
   draft.__name__ = build.__name__
   return draft
 
@@ -379,16 +386,23 @@ def template_words(rng_seed: int = 0, draws: int = 64,
   return words - set(sentinels)
 
 
-def no_copy_floor(drafts: Iterable[b.Draft], count_tokens: Callable[[b.Draft], int]
-                  ) -> float:
+def occurrences(value: str, app: str) -> int:
+  """How many times the app writes `value` whole (not inside a longer word or id)."""
+  return len(re.findall(rf"(?<![\w-]){re.escape(value)}(?![\w-])", app))
+
+
+def no_copy_floor(drafts: Iterable[b.Draft], count_tokens: Callable[[b.Draft], int],
+                  every_occurrence: bool = False) -> float:
   """Nats per response token that a policy which writes everything but the request's
   copied values perfectly still pays: the values' entropy (first occurrence each; the
   app's later occurrences can be copied from the app itself) over the response tokens
   (`count_tokens(draft)`, the tokens the SFT loss is taken on), summed over drafts —
-  the SFT loss's token mean."""
+  the SFT loss's token mean. `every_occurrence`: a policy that copies nothing, not even
+  within its own app, pays each value's entropy at every occurrence."""
   nats = tokens = 0
   for d in drafts:
-    nats += d.entropy
+    nats += (sum(n * max(1, occurrences(v, d.reference)) for v, n in d.copied)
+             if every_occurrence else d.entropy)
     tokens += count_tokens(d)
   if not tokens:
     raise ValueError("no response tokens")
