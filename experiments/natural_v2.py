@@ -24,7 +24,7 @@ from rcca_jax.train import sections
 
 FAMILIES = ("counter_copy", "char_counter_copy", "dark_mode_copy")
 TEST_FAMILIES = ("reveal_copy", "greeting_copy")
-PRESETS = ("pilot", "pilot_echo", "rl")
+PRESETS = ("pilot", "pilot_echo", "drill", "rl")
 # The chosen SFT checkpoint's parameters (experiments/natural_v2_select.py --pack).
 SFT_POLICY = "experiments/results/natural_v2/sft_policy"
 ARMS = "grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo"
@@ -33,7 +33,9 @@ ARMS = "grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo"
 def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
   """Presets: "pilot" (SFT from scratch alone, a dev evaluation with the copy metrics
   every 250 steps), "pilot_echo" (the same with the copying drill `echo_copy`, empty
-  divs of the request's ids, as a fourth SFT family) and "rl" (the study: RL from the packed SFT policy, `SFT_POLICY`,
+  divs of the request's ids, as a fourth SFT family), "drill" (SFT on the drill alone,
+  short examples: can this policy learn to copy pool-word ids at all?) and "rl" (the
+  study: RL from the packed SFT policy, `SFT_POLICY`,
   with dynamic sampling and flat groups dropped; `python -m rcca_jax.ablation` runs
   `ARMS`, one shared start, the seeds differing in RL prompts and sampling)."""
   if preset not in PRESETS:
@@ -57,6 +59,11 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
   config.arms = ablation_small.get_config().arms
   if preset == "pilot_echo":
     config.data.families = FAMILIES + ("echo_copy",)
+  if preset == "drill":
+    config.data.families = ("echo_copy",)
+    config.sft.max_len = 288
+    config.rl.update(max_new_tokens=160, max_prompt_len=144)
+    config.eval.max_new_tokens = 160
   if preset == "rl":
     config.init_from_hf = SFT_POLICY
     config.sft.num_steps = 0
