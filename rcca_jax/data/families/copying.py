@@ -111,6 +111,14 @@ class Copier:
     self._add(str(value), math.log(hi - lo + 1))
     return value
 
+  def choose(self, options: Sequence[str], k: int) -> list[str]:
+    """`k` distinct options in a random order, each a copied value (its share of
+    log(n! / (n - k)!), the entropy of the ordered draw)."""
+    picked = self.rng.sample(list(options), k)
+    for i, value in enumerate(picked):
+      self._add(value, math.log(len(options) - i))
+    return picked
+
   def colour(self) -> str:
     """`rgb(R, G, B)`, channels 0-255 (the form computed styles report)."""
     return "rgb({}, {}, {})".format(*(self.integer(0, 255) for _ in range(3)))
@@ -335,7 +343,7 @@ ROLES = ("count", "add", "sub", "reset", "box", "left", "send", "theme", "show",
 def echo(c: Copier) -> b.Draft:
   """(A copying drill.) One empty `<div>` per id of the request, in the request's order:
   2 to 6 ids with the other families' roles, nothing else to write."""
-  ids = [c.ident(role) for role in c.rng.sample(ROLES, c.rng.randint(2, 6))]
+  ids = [c.ident(role) for role in c.choose(ROLES, c.rng.randint(2, 6))]
   parts = ["It shows one empty div for each id, first to last: "
            + ", ".join(f"`#{i}`" for i in ids) + "."]
   rules = (
