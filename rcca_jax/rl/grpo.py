@@ -37,8 +37,11 @@ _BUCKET_ATOL = 1e-3
 _MAX_LOG_RATIO = 20.0
 
 
+EQUAL_ATOL = 1e-6  # rewards this close carry no ranking (flat groups: train/flat_groups)
+
+
 def group_advantages(rewards: Array, group_size: int, eps: float = 1e-6, *,
-                     scale_by_std: bool = True, equal_atol: float = 1e-6) -> Array:
+                     scale_by_std: bool = True, equal_atol: float = EQUAL_ATOL) -> Array:
   """`(r_i - mean_g r) / (std_g r + eps)` for consecutive groups of `group_size`.
 
   A group whose rewards all lie within `equal_atol` of each other carries no ranking,

@@ -20,8 +20,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from rcca_jax.rl import grpo
+
 FLAT_GROUPS = ("keep", "drop")
-_TIE = 1e-9  # rewards closer than this are equal (they are sums of rubric weights)
 
 
 def groups(rollouts: Sequence, group_size: int) -> list[list]:
@@ -32,9 +33,10 @@ def groups(rollouts: Sequence, group_size: int) -> list[list]:
 
 
 def has_signal(group: Sequence) -> bool:
-  """Whether the group's graded rewards differ (ungraded members do not count)."""
+  """Whether the group's graded rewards differ by more than `grpo.EQUAL_ATOL`, so that
+  GRPO gives it non-zero advantages (ungraded members do not count)."""
   rewards = [r.reward for r in group if r.reward is not None]
-  return len(rewards) > 1 and max(rewards) - min(rewards) > _TIE
+  return len(rewards) > 1 and max(rewards) - min(rewards) > grpo.EQUAL_ATOL
 
 
 def fill_with_signal(rollouts: Sequence, group_size: int, want: int, rounds: int,
