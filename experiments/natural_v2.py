@@ -24,7 +24,10 @@ from rcca_jax.train import sections
 
 FAMILIES = ("counter_copy", "char_counter_copy", "dark_mode_copy")
 TEST_FAMILIES = ("reveal_copy", "greeting_copy")
-PRESETS = ("pilot", "pilot_echo", "drill", "rl")
+PRESETS = ("pilot", "pilot_echo", "drill", "curriculum", "rl")
+# The copy curriculum's first stage (`python -m experiments.copy_pretrain --out=...`):
+# `curriculum` starts from it (`--config.init_from_hf=DIR` for another place).
+COPY_POLICY = "/tmp/nv2/copy_policy"
 # The chosen SFT checkpoint's parameters (experiments/natural_v2_select.py --pack).
 SFT_POLICY = "experiments/results/natural_v2/sft_policy"
 ARMS = "grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo"
@@ -64,6 +67,9 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     config.sft.max_len = 288
     config.rl.update(max_new_tokens=160, max_prompt_len=144)
     config.eval.max_new_tokens = 160
+  if preset == "curriculum":
+    config.init_from_hf = COPY_POLICY
+    config.data.families = FAMILIES + ("echo_short_copy",)
   if preset == "rl":
     config.init_from_hf = SFT_POLICY
     config.sft.num_steps = 0
