@@ -17,8 +17,8 @@ from hf_tiny import MLA_ONLY, YARN, make_hf_model
 from hf_tiny import load_ling as load
 from rcca_jax.rl.functional import FunctionalModel
 from rcca_jax.sampling import JaxSampler, SampleOutput, Sampler, generate
-from rcca_jax.sampling.generate import (batch_bucket, filter_logits, new_tokens_bucket,
-                                        prompt_bucket)
+from rcca_jax.sampling.generate import (batch_bucket, filter_logits, first_argmax,
+                                        gumbel_choice, new_tokens_bucket, prompt_bucket)
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
@@ -234,6 +234,20 @@ class SamplingTest(parameterized.TestCase):
 
 
 class PureFunctionsTest(parameterized.TestCase):
+
+  def test_token_choice_is_jax_random_categorical(self):
+    """The decode loop's argmax and Gumbel sampling pick exactly the tokens of
+    jnp.argmax and jax.random.categorical (ties: the first index; -inf logits)."""
+    for seed in range(6):
+      rng = np.random.default_rng(seed)
+      x = jnp.asarray(rng.standard_normal((16, 700)) * (4.0 if seed % 2 else 0.2),
+                      jnp.float32)
+      x = x.at[:, 3].set(-jnp.inf).at[0, 10].set(50.0).at[0, 20].set(50.0)
+      keys = jax.vmap(jax.random.fold_in, (None, 0))(jax.random.key(seed), jnp.arange(16))
+      np.testing.assert_array_equal(first_argmax(x), jnp.argmax(x, axis=-1))
+      self.assertEqual(int(first_argmax(x)[0]), 10)
+      np.testing.assert_array_equal(gumbel_choice(keys, x),
+                                    jax.vmap(jax.random.categorical)(keys, x))
 
   def test_filter_logits(self):
     logits = jnp.log(jnp.asarray([[0.1, 0.4, 0.2, 0.3], [0.24, 0.26, 0.3, 0.2]]))

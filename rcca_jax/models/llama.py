@@ -62,13 +62,14 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 
 @flax.struct.dataclass
 class KVCache:
-  """Rotated keys and values of one layer: [B, S, kv_heads, head_dim] each."""
+  """Rotated keys and values of one layer: [B, kv_heads, S, head_dim] each, the layout
+  the decode step's attention reads without transposing the whole cache."""
   keys: jax.Array
   values: jax.Array
 
   @classmethod
   def zeros(cls, cfg: LlamaConfig, batch: int, max_len: int, dtype) -> "KVCache":
-    shape = (batch, max_len, cfg.num_key_value_heads, cfg.head_dim)
+    shape = (batch, cfg.num_key_value_heads, max_len, cfg.head_dim)
     return cls(keys=jnp.zeros(shape, dtype), values=jnp.zeros(shape, dtype))
 
 
@@ -84,19 +85,20 @@ class LlamaCache:
 
 
 def grouped_attention(q: jax.Array, k: jax.Array, v: jax.Array, allowed: jax.Array,
-                      scale: float) -> jax.Array:
+                      scale: float, kv_layout: str = "bskd") -> jax.Array:
   """softmax(q k^T * scale) v with query head h reading key/value head h // G.
 
-  q [B, T, H, D]; k, v [B, S, K, D]; allowed [B or 1, T, S] bool. Returns [B, T, H, D].
+  q [B, T, H, D]; k, v [B, S, K, D], or [B, K, S, D] with `kv_layout="bksd"` (the
+  cache's layout, read as stored); allowed [B or 1, T, S] bool. Returns [B, T, H, D].
   """
   b, t, h, d = q.shape
-  kv = k.shape[2]
+  kv = k.shape[kv_layout.index("k")]
   q = q.reshape(b, t, kv, h // kv, d)
-  scores = jnp.einsum("btkgd,bskd->bkgts", q, k,
+  scores = jnp.einsum(f"btkgd,{kv_layout}->bkgts", q, k,
                       preferred_element_type=jnp.float32) * scale
   scores = jnp.where(allowed[:, None, None], scores, _NEG)
   probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-  return jnp.einsum("bkgts,bskd->btkgd", probs, v).reshape(b, t, h, d)
+  return jnp.einsum(f"bkgts,{kv_layout}->btkgd", probs, v).reshape(b, t, h, d)
 
 
 class Attention(nnx.Module):
@@ -148,20 +150,24 @@ class Attention(nnx.Module):
     return self._out(constrain(o, ("batch", "length", "act_heads", None)))
 
   def decode(self, x: jax.Array, cos: jax.Array, sin: jax.Array, cache: KVCache,
-             index: jax.Array, slot_mask: jax.Array) -> tuple[jax.Array, KVCache]:
-    """Attention of new tokens x [B, T, D] (written to slots [index, index + T)) over
-    the cache; `slot_mask` [B, S] marks real slots, the new ones included."""
+             layer: int, index: jax.Array, slot_mask: jax.Array
+             ) -> tuple[jax.Array, KVCache]:
+    """Attention of new tokens x [B, T, D] over the cache. `cache` holds every layer's
+    keys and values ([layers, B, K, S, D]); this layer's new ones are written into it
+    in place at slots [index, index + T), and it is returned whole. `slot_mask` [B, S]
+    marks real slots, the new ones included."""
     t = x.shape[1]
     q, k, v = self._qkv(x, cos, sin)
-    keys = jax.lax.dynamic_update_slice(cache.keys, k.astype(cache.keys.dtype),
-                                        (0, index, 0, 0))
-    values = jax.lax.dynamic_update_slice(cache.values, v.astype(cache.values.dtype),
-                                          (0, index, 0, 0))
-    slots = jnp.arange(keys.shape[1])
+    at = (layer, 0, 0, index, 0)
+    keys = jax.lax.dynamic_update_slice(
+        cache.keys, k.transpose(0, 2, 1, 3)[None].astype(cache.keys.dtype), at)
+    values = jax.lax.dynamic_update_slice(
+        cache.values, v.transpose(0, 2, 1, 3)[None].astype(cache.values.dtype), at)
+    slots = jnp.arange(keys.shape[3])
     causal = slots[None, :] <= (index + jnp.arange(t))[:, None]  # [T, S]
     allowed = causal[None] & slot_mask.astype(bool)[:, None, :]
-    o = grouped_attention(q, keys.astype(q.dtype), values.astype(q.dtype), allowed,
-                          self.cfg.head_dim ** -0.5)
+    o = grouped_attention(q, keys[layer].astype(q.dtype), values[layer].astype(q.dtype),
+                          allowed, self.cfg.head_dim ** -0.5, kv_layout="bksd")
     return self._out(o), KVCache(keys, values)
 
 
@@ -179,12 +185,13 @@ class DecoderLayer(nnx.Module):
                                             param_dtype=pd)
     self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size, rngs=rngs, param_dtype=pd)
 
-  def __call__(self, x, cos, sin, mask, state=None, index=None, slot_mask=None):
+  def __call__(self, x, cos, sin, mask, state=None, layer=0, index=None, slot_mask=None):
+    """`state`: None (no cache), or every layer's `KVCache`, this one's `layer`."""
     h = self.input_layernorm(x)
     if state is None:
       h = self.self_attn(h, cos, sin, mask)
     else:
-      h, state = self.self_attn.decode(h, cos, sin, state, index, slot_mask)
+      h, state = self.self_attn.decode(h, cos, sin, state, layer, index, slot_mask)
     x = constrain(x + h, ("batch", "length", "act_embed"))
     x = constrain(x + self.mlp(self.post_attention_layernorm(x)),
                   ("batch", "length", "act_embed"))
@@ -253,20 +260,21 @@ class LlamaForCausalLM(nnx.Module):
     cos, sin = rope_cos_sin(cfg, positions, dtype)
 
     graphdef, params = nnx.split(self.layers)
+    if cache is None:
+      def layer(params, x):
+        return nnx.merge(graphdef, params)(x, cos, sin, mask)[0]
 
-    def layer(params, x, state):
-      return nnx.merge(graphdef, params)(x, cos, sin, mask, state, index, slot_mask)
-
-    if cfg.remat:
-      layer = jax.checkpoint(layer)
-
-    def body(x, xs):
-      layer_params, state = xs
-      x, state = layer(layer_params, x, state)
-      return x, state
-
-    states = None if cache is None else cache.groups[0]
-    x, states = jax.lax.scan(body, x, (params, states))
+      if cfg.remat:
+        layer = jax.checkpoint(layer)
+      x, _ = jax.lax.scan(lambda x, p: (layer(p, x), None), x, params)
+    else:
+      # Decoding: the layers unrolled, each writing its new keys and values into the
+      # stacked cache in place (a scan would slice out and copy back every layer's
+      # whole cache at every token).
+      states = cache.groups[0]
+      for i in range(cfg.num_hidden_layers):
+        x, states = nnx.merge(graphdef, jax.tree.map(lambda a: a[i], params))(
+            x, cos, sin, mask, states, i, index, slot_mask)
     x = self.norm(x)
     outputs = [x if return_hidden else self.project_logits(x)]
     if cache is not None:

@@ -78,6 +78,22 @@ def filter_logits(logits: jax.Array, top_p: jax.Array, top_k: jax.Array) -> jax.
   return jnp.where(logits >= threshold, logits, -jnp.inf)
 
 
+def first_argmax(x: jax.Array) -> jax.Array:
+  """`jnp.argmax(x, axis=-1)` for finite x (the first index of the maximum) as two
+  plain reductions: XLA's CPU backend runs argmax's (value, index) reduction several
+  times slower, and the decode loop pays it every token."""
+  top = jnp.max(x, axis=-1, keepdims=True)
+  index = jnp.arange(x.shape[-1], dtype=jnp.int32)
+  return jnp.min(jnp.where(x == top, index, x.shape[-1] - 1), axis=-1)
+
+
+def gumbel_choice(keys: jax.Array, scaled: jax.Array) -> jax.Array:
+  """`jax.random.categorical(key, row)` per row (the same Gumbel noise, so the same
+  tokens), its argmax by `first_argmax`."""
+  noise = jax.vmap(lambda key: jax.random.gumbel(key, scaled.shape[1:], scaled.dtype))(keys)
+  return first_argmax(noise + scaled)
+
+
 def choose_tokens(logits: jax.Array, keys: jax.Array, *, mode: str,
                   temperature: jax.Array, top_p: jax.Array,
                   top_k: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -96,14 +112,14 @@ def choose_tokens(logits: jax.Array, keys: jax.Array, *, mode: str,
   """
   logits = logits.astype(jnp.float32)
   if mode == GREEDY:
-    tokens = jnp.argmax(logits, axis=-1)
+    tokens = first_argmax(logits)
     logp = jax.nn.log_softmax(logits, axis=-1)
   else:
     scaled = logits / temperature
     logp = jax.nn.log_softmax(scaled, axis=-1)
     if mode == FILTERED:
       scaled = filter_logits(scaled, top_p, top_k)
-    tokens = jax.vmap(jax.random.categorical)(keys, scaled)
+    tokens = gumbel_choice(keys, scaled)
   tokens = tokens.astype(jnp.int32)
   return tokens, jnp.take_along_axis(logp, tokens[:, None], axis=-1)[:, 0]
 
