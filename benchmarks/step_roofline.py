@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                            "in this run, and print the ratios")
   args = parser.parse_args(argv)
   if args.baseline:
-    return compare(args, argv if argv is not None else sys.argv[1:])
+    return compare(args)
 
   job = sections.job_config(load_config(args.config))
   tokenizer = sections.load_tokenizer(job.data.tokenizer)
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
   return 0
 
 
-def compare(args: argparse.Namespace, argv: list[str]) -> int:
+def compare(args: argparse.Namespace) -> int:
   """Runs this script here and at `args.baseline` (a worktree), alternately
   `args.reps` times each, and prints the per-phase time ratios and whether the
   fixed-seed samples agree."""
@@ -198,7 +198,8 @@ def compare(args: argparse.Namespace, argv: list[str]) -> int:
   base = tempfile.mkdtemp(prefix="roofline_base_")
   subprocess.run(["git", "-C", repo, "worktree", "add", "--detach", base, args.baseline],
                  check=True, capture_output=True)
-  own = [a for a in argv if not a.startswith("--baseline") and not a.startswith("--json")]
+  own = [f"--{name}={value}" for name, value in vars(args).items()
+         if name not in ("baseline", "json")]
   script = os.path.abspath(__file__)
   try:
     runs = {"baseline": [], "this": []}

@@ -9,7 +9,8 @@ plan use either:
 With `return_hidden=True` the final normed hidden states replace the logits
 (`project_logits` maps them). `attention_mask` [B, T] (1 = real token) supports left
 padding; RoPE positions then count real tokens only. The decoder layers are identical,
-so their parameters are stacked on a leading "layers" axis and run with `lax.scan`.
+so their parameters are stacked on a leading "layers" axis and run with `lax.scan`;
+cached calls unroll them and write into the stacked cache in place (docs/model.md).
 """
 
 from __future__ import annotations
