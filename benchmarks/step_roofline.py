@@ -146,7 +146,10 @@ def main(argv: list[str] | None = None) -> int:
   full = median_seconds(lambda: sample(args.new), args.reps)
   prefill_tokens = args.rl_rows * args.prompt
   decode_tokens = args.rl_rows * (args.new - 1)
-  report("prefill", prefill_tokens, 0.0, 2.0 * n_params * prefill_tokens, one, peak)
+  # Prefill computes no logits (the LM head's 2 * hidden * vocab per token is skipped).
+  head = cfg.hidden_size * cfg.vocab_size
+  report("prefill", prefill_tokens, 0.0, 2.0 * (n_params - head) * prefill_tokens, one,
+         peak)
   report("decode", decode_tokens, 0.0, 2.0 * n_params * decode_tokens, full - one, peak)
 
   # RL: the log-prob pass (old log-probs; the reference pass is the same program) and
