@@ -1,6 +1,8 @@
 """Copy pretraining: the first stage of the natural setting's copy curriculum (issue 54).
 
     python -m experiments.copy_pretrain --out=DIR [--steps=800] [--json=HISTORY]
+    python -m experiments.copy_pretrain --out=DIR --init=HF_DIR --filler=50 --most=4 \
+        --framed_families=counter_copy,char_counter_copy,dark_mode_copy,echo_short_copy
 
 Trains the natural setting's policy (`experiments/natural_v2.py`'s model, from scratch)
 on bare copy sequences, `ids: `#ROLE-W1-W2`, ...` followed by one `<div id="...">` line
@@ -13,6 +15,11 @@ Why a stage of its own: trained from scratch on the apps, on the 2-6-id drill or
 thousands of steps; on these short sequences it copies dev ids' words (compounds never
 seen in training) after a few hundred steps. Every `--every` steps it prints the
 teacher-forced share of dev id words whose first token is the argmax (`w1`, `w2`).
+
+Copying is learned at the distances trained: the first stage (up to 8 filler words per
+gap) copies ids 50 tokens back, none 100-200 tokens back where the apps' ids stand.
+`--filler` sets the distances, `--init` continues from a policy (a stage-2 one, with the
+apps among `--framed_families` so that they are kept).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from rcca_jax.data.families import FAMILIES
 from rcca_jax.data.families import copying
 from rcca_jax.models import families
 from rcca_jax.models import llama_checkpoint
+from rcca_jax.train import copy_metrics
 from rcca_jax.train import sections
 
 BUCKET = 16  # rows are padded to a multiple of this (few compiled shapes)
@@ -44,7 +52,8 @@ BUCKET = 16  # rows are padded to a multiple of this (few compiled shapes)
 # id stands varies and only its content says where to copy from.
 FILLER = ("the", "page", "with", "and", "one", "for", "each", "shows", "a", "div", "it",
           "of")
-Row = tuple[list[int], list[int], list[int]]  # token ids, loss mask, id word positions
+# token ids, loss mask, (kind "w1" / "w2", position) of each id word's first copy
+Row = tuple[list[int], list[int], list[tuple[str, int]]]
 
 
 def example(rng: random.Random, split: str, most: int, filler: int
@@ -59,26 +68,26 @@ def example(rng: random.Random, split: str, most: int, filler: int
   return request + "\n", "\n".join(f'<div id="{i}"></div>' for i in ids), ids
 
 
-def framed(rng: random.Random, split: str, tokenizer: Any) -> Row:
-  """`echo_short_copy`'s SFT example (chat prompt, fenced HTML page) as a row."""
-  draft = FAMILIES["echo_short_copy"].draft(rng, split)
-  tokens, mask = chat.format_sft_example(tokenizer, draft.request,
-                                         chat.format_response(draft.reference))
-  ids = [v for v, _ in draft.copied if v.count("-") == 2]
-  start = mask.index(1)
-  return list(tokens), list(mask), sites(tokenizer, tokens[start:], ids, start)
+def framed(rng: random.Random, split: str, tokenizer: Any,
+           family: str = "echo_short_copy") -> Row:
+  """A family's SFT example (chat prompt, fenced HTML page) as a row."""
+  draft = FAMILIES[family].draft(rng, split)
+  prompt, answer, targets = copy_metrics.copy_targets(tokenizer, draft)
+  return (prompt + answer, [0] * len(prompt) + [1] * len(answer),
+          [(kind, len(prompt) + i) for kind, i in targets if kind in ("w1", "w2")])
 
 
 def sites(tokenizer: Any, answer: Sequence[int], ids: Sequence[str], offset: int
-          ) -> list[int]:
-  """Positions (from `offset`) of the two pool words of each id's first occurrence."""
+          ) -> list[tuple[str, int]]:
+  """("w1" / "w2", position from `offset`) of the pool words of each id's first
+  occurrence in a bare sequence's div lines."""
   pieces = tokenizer.convert_ids_to_tokens(list(answer))
   out = []
   for ident in ids:
     _, w1, w2 = ident.split("-")  # the role may be several pieces (`g re et`)
     for j in range(len(pieces) - 3):
       if pieces[j:j + 4] == ["-", w1, "-", w2]:
-        out += [offset + j + 1, offset + j + 3]
+        out += [("w1", offset + j + 1), ("w2", offset + j + 3)]
         break
   return out
 
@@ -126,11 +135,11 @@ def copy_rates(model: nnx.Module, rows: Sequence[Row],
   """Teacher-forced share of first (w1) and second (w2) id words predicted exactly."""
   ids, _ = batch(rows, pad_id)
   best = np.asarray(argmax_next(model, jnp.asarray(ids)))
-  hits: list[list[bool]] = [[], []]
+  hits: dict[str, list[bool]] = {"w1": [], "w2": []}
   for i, (tokens, _, sites) in enumerate(rows):
-    for k, pos in enumerate(sites):
-      hits[k % 2].append(bool(best[i, pos - 1] == tokens[pos]))
-  return float(np.mean(hits[0])), float(np.mean(hits[1]))
+    for kind, pos in sites:
+      hits[kind].append(bool(best[i, pos - 1] == tokens[pos]))
+  return float(np.mean(hits["w1"])), float(np.mean(hits["w2"]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -142,7 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--most", type=int, default=2, help="ids per sequence: 1..most")
   parser.add_argument("--filler", type=int, default=8, help="filler words per gap: 0..N")
   parser.add_argument("--framed_share", type=float, default=0.5,
-                      help="share of rows that are echo_short_copy's SFT examples")
+                      help="share of rows that are the framed families' SFT examples")
+  parser.add_argument("--framed_families", default="echo_short_copy",
+                      help="comma-separated families of the framed rows (drawn evenly)")
+  parser.add_argument("--init", default="",
+                      help="a Hugging Face Llama directory to start from (else scratch)")
   parser.add_argument("--every", type=int, default=100)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--json", default="", help="write the copy curve here")
@@ -152,7 +165,17 @@ def main(argv: Sequence[str] | None = None) -> int:
   job = sections.job_config(natural_v2.get_config("pilot"))
   tokenizer = sections.load_tokenizer(job.data.tokenizer)
   pad_id = tokenizer.pad_token_id or 0
-  model = families.build(sections.model_config(job, tokenizer), nnx.Rngs(args.seed))
+  config = sections.model_config(job, tokenizer)
+  if args.init:
+    model = llama_checkpoint.load(args.init, attention_block_size=config.attention_block_size)
+    if model.config != config:
+      raise ValueError(f"--init={args.init}: its model is not natural_v2's ({model.config})")
+  else:
+    model = families.build(config, nnx.Rngs(args.seed))
+  framed_families = args.framed_families.split(",")
+  unknown = [f for f in framed_families if f not in FAMILIES]
+  if unknown:
+    raise ValueError(f"--framed_families: unknown {unknown}")
   warmup = min(100, args.steps // 2)
   schedule = optax.warmup_cosine_decay_schedule(0.0, args.lr, warmup, args.steps,
                                                 args.lr * 0.05)
@@ -162,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   rng, dev_rng = random.Random(args.seed), random.Random(10_000 + args.seed)
   def row(r: random.Random, split: str, frame: bool) -> Row:
     if frame:
-      return framed(r, split, tokenizer)
+      return framed(r, split, tokenizer, r.choice(framed_families))
     return encode(tokenizer, *example(r, split, args.most, args.filler))
   dev = {name: [row(dev_rng, "dev", name == "framed") for _ in range(48)]
          for name in ("bare", "framed")}

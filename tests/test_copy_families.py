@@ -15,6 +15,7 @@ from rcca_jax.data.families import FAMILIES
 from rcca_jax.data.families import base
 from rcca_jax.data.families import copying
 from rcca_jax.train import copy_metrics
+from rcca_jax.train import rollouts
 from rcca_jax.train import sections
 
 _ID = re.compile(r"`#([a-z]+)-([a-z]+)-([a-z]+)`")
@@ -197,6 +198,44 @@ class CopyMetricsTest(absltest.TestCase):
       self.assertGreater(out[f"copy/{split}/entropy_tokens"], 1.9)  # mostly 2.0
     self.assertEqual(out["copy/dev/n_w1"] + out["copy/novel/n_w1"],
                      sum(len(_ids(t.request)) for t in self.tasks))
+
+  def _sampled(self, text):
+    tokens = self.tokenizer.encode(text, add_special_tokens=False)
+    decoded, offsets = rollouts.decode_with_offsets(self.tokenizer, tokens, ())
+    self.assertEqual(decoded, text)
+    return tokens, offsets
+
+  def test_id_slots_are_the_first_words_written_after_each_role(self):
+    for task in self.tasks:
+      ids = _ids(task.request)
+      text = chat.format_response(task.reference)
+      tokens, offsets = self._sampled(text)
+      slots = copy_metrics.id_slots(task.request, text, offsets)
+      pieces = self.tokenizer.convert_ids_to_tokens([tokens[i] for i in slots])
+      self.assertEqual(set(pieces), {w1 for _, w1, _ in ids}, task.id)
+      roles = "|".join(role for role, _, _ in ids)
+      self.assertLen(slots, len(re.findall(rf"(?<![\w-])(?:{roles})-", text)))
+      # A wrong first word is still a slot: where the policy had to copy.
+      wrong = text.replace(f"{ids[0][0]}-{ids[0][1]}-", f"{ids[0][0]}-zzzz-")
+      self.assertLen(copy_metrics.id_slots(task.request, wrong, self._sampled(wrong)[1]),
+                     len(slots))
+
+  def test_slot_surprisal_reads_the_slots(self):
+    samples = []
+    for task in self.tasks[:4]:
+      text = chat.format_response(task.reference)
+      tokens, offsets = self._sampled(text)
+      logprobs = np.full(len(tokens), math.log(0.9))
+      logprobs[copy_metrics.id_slots(task.request, text, offsets)] = math.log(0.5)
+      samples.append((task.request, text, offsets, logprobs))
+    out = copy_metrics.slot_surprisal(samples)
+    self.assertAlmostEqual(out["id_slot_surprisal"], math.log(2.0))
+    self.assertBetween(out["token_surprisal"], -math.log(0.9), math.log(2.0))
+    self.assertGreater(out["id_slots"], 1.0)
+    plain = FAMILIES["counter"].generate(random.Random(0), 0)
+    text = chat.format_response(plain.reference)
+    self.assertEqual(copy_metrics.slot_surprisal(
+        [(plain.request, text, self._sampled(text)[1], np.zeros(3))]), {})
 
   def test_tasks_without_split_give_nothing(self):
     plain = [FAMILIES["counter"].generate(random.Random(0), 0)]

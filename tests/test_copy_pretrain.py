@@ -43,11 +43,14 @@ class SequencesTest(absltest.TestCase):
       request, divs, ids = copy_pretrain.example(rng, "dev", 2, 8)
       bare = copy_pretrain.encode(tokenizer, request, divs, ids)
       framed = copy_pretrain.framed(rng, "dev", tokenizer)
+      app = copy_pretrain.framed(rng, "dev", tokenizer, "counter_copy")
       self.assertLen(bare[2], 2 * len(ids))  # both words of every id found
       self.assertBetween(len(framed[2]), 2, 4)
-      for tokens, mask, sites in (bare, framed):
+      self.assertBetween(len(app[2]), 4, 8)  # two to four ids
+      for tokens, mask, sites in (bare, framed, app):
         self.assertLen(tokens, len(mask))
-        for pos in sites:
+        self.assertEqual([k for k, _ in sites], ["w1", "w2"] * (len(sites) // 2))
+        for _, pos in sites:
           self.assertEqual(mask[pos], 1)  # an answer token, the loss sees it
           piece = tokenizer.convert_ids_to_tokens([tokens[pos]])[0]
           self.assertIn(piece, copying.pool()[0])
@@ -62,6 +65,18 @@ class SequencesTest(absltest.TestCase):
 
 
 class RunTest(absltest.TestCase):
+
+  def test_init_continues_from_a_written_policy(self):
+    root = self.create_tempdir().full_path
+    first, second = os.path.join(root, "first"), os.path.join(root, "second")
+    self.assertEqual(copy_pretrain.main([f"--out={first}", "--steps=1", "--batch=2"]), 0)
+    self.assertEqual(copy_pretrain.main(
+        [f"--out={second}", f"--init={first}", "--steps=1", "--batch=2", "--lr=0",
+         "--framed_families=dark_mode_copy,echo_short_copy"]), 0)
+    before, after = (llama_checkpoint.model_tensors(llama_checkpoint.load(d))
+                     for d in (first, second))
+    for name, value in before.items():  # a zero learning rate: the same parameters
+      np.testing.assert_array_equal(after[name], value, err_msg=name)
 
   def test_two_steps_write_a_directory_init_from_hf_reads(self):
     root = self.create_tempdir().full_path

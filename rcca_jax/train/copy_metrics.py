@@ -118,3 +118,40 @@ def copy_metrics(score: ScoreFn, tokenizer: Any, tasks: Sequence[Any], *, rows: 
   for (split, kind), values in sorted(entropies.items()):
     out[f"copy/{split}/entropy_{kind}"] = float(np.mean(values))
   return out
+
+
+def id_slots(request: str, text: str, offsets: np.ndarray) -> list[int]:
+  """Indices of the response tokens that write an id's first pool word: the token at
+  the character just after each `ROLE-` in `text`, for the roles of the request's ids
+  (where the policy must copy `W1`, whether it does or not)."""
+  roles = sorted({role for role, _, _ in _ID.findall(request)})
+  if not roles or not len(offsets):
+    return []
+  pattern = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, roles)) + r")-")
+  ends = np.asarray(offsets)[:, 1]
+  slots = []
+  for m in pattern.finditer(text):
+    i = int(np.searchsorted(ends, m.end(), side="right"))  # first token ending past it
+    if i < len(ends) and offsets[i][0] <= m.end():
+      slots.append(i)
+  return sorted(set(slots))
+
+
+def slot_surprisal(samples: Sequence[tuple[str, str, np.ndarray, np.ndarray]]
+                   ) -> dict[str, float]:
+  """Over sampled responses (request, text, token offsets, sampler log-probs): the mean
+  surprisal -log p of the sampled token at the id slots (`id_slots`) and over every
+  response token. The sampled token is drawn from p, so each mean estimates the mean
+  predictive entropy there without bias (the exact per-token entropy of the update is
+  the row's `entropy`). {} when no response has an id slot."""
+  at_slots, everywhere = [], []
+  for request, text, offsets, logprobs in samples:
+    slots = id_slots(request, text, offsets)
+    if slots:
+      at_slots.append(-np.asarray(logprobs, np.float64)[slots])
+    everywhere.append(-np.asarray(logprobs, np.float64))
+  if not at_slots:
+    return {}
+  return {"id_slot_surprisal": float(np.concatenate(at_slots).mean()),
+          "id_slots": float(sum(len(s) for s in at_slots) / len(samples)),
+          "token_surprisal": float(np.concatenate(everywhere).mean())}

@@ -30,6 +30,7 @@ from rcca_jax.evaluation.pool import GRADING_FAILED, Job
 from rcca_jax.evaluation.record import UNSCORABLE
 from rcca_jax.parallel import multihost
 from rcca_jax.rl import grpo
+from rcca_jax.train import copy_metrics
 from rcca_jax.train import faults
 from rcca_jax.train.offsets import token_offsets
 from rcca_jax.train.run_log import note
@@ -155,13 +156,16 @@ def settle_unscorable(pool: Grader, rollouts: Sequence[Rollout], *, step: int,
 def step_row(rollouts: Sequence[Rollout], blame: str, controlled: bool,
              update: Mapping[str, float]) -> dict[str, float]:
   """An RL step's row: its records, token weights, blame and (`controlled`) known-bug
-  statistics, its `update`'s metrics and the mean response length."""
+  statistics, its `update`'s metrics, the surprisal at the copying families' id slots
+  (`copy_metrics.slot_surprisal`) and the mean response length."""
   row = record_stats([x.record for x in rollouts])
   row.update(weight_shares(rollouts))
   row.update(blame_stats(rollouts, blame))
   if controlled:
     row.update(bug_stats(rollouts))
   row.update(update)
+  row.update(copy_metrics.slot_surprisal(
+      [(x.task.request, x.text, x.offsets, x.logprobs[:len(x.offsets)]) for x in rollouts]))
   row["response_len"] = float(np.mean([len(x.tokens) for x in rollouts]))
   return row
 
