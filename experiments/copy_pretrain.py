@@ -46,6 +46,7 @@ from rcca_jax.train import copy_metrics
 from rcca_jax.train import sections
 
 BUCKET = 16  # rows are padded to a multiple of this (few compiled shapes)
+KINDS = ("w1", "w2", "label")  # the copied values whose rates are printed
 
 
 # Filler between the request's parts: template words, none a pool word, so that where an
@@ -56,16 +57,21 @@ FILLER = ("the", "page", "with", "and", "one", "for", "each", "shows", "a", "div
 Row = tuple[list[int], list[int], list[tuple[str, int]]]
 
 
-def example(rng: random.Random, split: str, most: int, filler: int
-            ) -> tuple[str, str, list[str]]:
-  """(request, div lines, ids) of one bare copy sequence with 1..`most` ids and up to
-  `filler` filler words before, between and after them."""
+def example(rng: random.Random, split: str, most: int, filler: int, labels: float = 0.0
+            ) -> tuple[str, str, list[str], list[str]]:
+  """(request, div lines, ids, labels) of one bare copy sequence with 1..`most` ids and
+  up to `filler` filler words before, between and after them; each id carries a label
+  (`` `#id` reads "word" ``, its div then holds the word) with probability `labels`."""
   c = copying.Copier(rng, split)
   ids = [c.ident(role) for role in c.choose(copying.ROLES, rng.randint(1, most))]
+  words = [c.word() if rng.random() < labels else "" for _ in ids]
   def fill() -> str:
     return " ".join(rng.choice(FILLER) for _ in range(rng.randint(0, filler)))
-  request = " ".join([fill(), "ids:", ", ".join(f"{fill()} `#{i}`" for i in ids), fill()])
-  return request + "\n", "\n".join(f'<div id="{i}"></div>' for i in ids), ids
+  def stated(ident: str, word: str) -> str:
+    return f"{fill()} `#{ident}`" + (f' reads "{word}"' if word else "")
+  request = " ".join([fill(), "ids:", ", ".join(map(stated, ids, words)), fill()])
+  divs = "\n".join(f'<div id="{i}">{w}</div>' for i, w in zip(ids, words))
+  return request + "\n", divs, ids, [w for w in words if w]
 
 
 def framed(rng: random.Random, split: str, tokenizer: Any,
@@ -74,13 +80,13 @@ def framed(rng: random.Random, split: str, tokenizer: Any,
   draft = FAMILIES[family].draft(rng, split)
   prompt, answer, targets = copy_metrics.copy_targets(tokenizer, draft)
   return (prompt + answer, [0] * len(prompt) + [1] * len(answer),
-          [(kind, len(prompt) + i) for kind, i in targets if kind in ("w1", "w2")])
+          [(kind, len(prompt) + i) for kind, i in targets if kind in KINDS])
 
 
-def sites(tokenizer: Any, answer: Sequence[int], ids: Sequence[str], offset: int
-          ) -> list[tuple[str, int]]:
-  """("w1" / "w2", position from `offset`) of the pool words of each id's first
-  occurrence in a bare sequence's div lines."""
+def sites(tokenizer: Any, answer: Sequence[int], ids: Sequence[str], offset: int,
+          labels: Sequence[str] = ()) -> list[tuple[str, int]]:
+  """(kind, position from `offset`) of the pool words of each id's first occurrence in
+  a bare sequence's div lines ("w1", "w2") and of each label ("label": after `">`)."""
   pieces = tokenizer.convert_ids_to_tokens(list(answer))
   out = []
   for ident in ids:
@@ -89,15 +95,19 @@ def sites(tokenizer: Any, answer: Sequence[int], ids: Sequence[str], offset: int
       if pieces[j:j + 4] == ["-", w1, "-", w2]:
         out += [("w1", offset + j + 1), ("w2", offset + j + 3)]
         break
+  for word in labels:
+    out += [("label", offset + j) for j in range(1, len(pieces))
+            if pieces[j] == word and pieces[j - 1].endswith(">")][:1]
   return out
 
 
-def encode(tokenizer: Any, request: str, response: str, ids: Sequence[str]) -> Row:
-  """A bare sequence's token ids, loss mask (the div lines) and id word positions."""
+def encode(tokenizer: Any, request: str, response: str, ids: Sequence[str],
+           labels: Sequence[str] = ()) -> Row:
+  """A bare sequence's token ids, loss mask (the div lines) and copy sites."""
   prompt = tokenizer.encode(request, add_special_tokens=False)
   answer = tokenizer.encode(response, add_special_tokens=False)
   return (prompt + answer, [0] * len(prompt) + [1] * len(answer),
-          sites(tokenizer, answer, ids, len(prompt)))
+          sites(tokenizer, answer, ids, len(prompt), labels))
 
 
 def batch(rows: Sequence[Row], pad_id: int
@@ -130,16 +140,16 @@ def argmax_next(model: nnx.Module, ids: jax.Array) -> jax.Array:
   return jnp.argmax(model(ids), -1)
 
 
-def copy_rates(model: nnx.Module, rows: Sequence[Row],
-               pad_id: int) -> tuple[float, float]:
-  """Teacher-forced share of first (w1) and second (w2) id words predicted exactly."""
+def copy_rates(model: nnx.Module, rows: Sequence[Row], pad_id: int) -> dict[str, float]:
+  """Teacher-forced share of each kind of copied value (`KINDS`: first and second id
+  words, labels) whose first token is predicted exactly (kinds the rows hold)."""
   ids, _ = batch(rows, pad_id)
   best = np.asarray(argmax_next(model, jnp.asarray(ids)))
-  hits: dict[str, list[bool]] = {"w1": [], "w2": []}
+  hits: dict[str, list[bool]] = {kind: [] for kind in KINDS}
   for i, (tokens, _, sites) in enumerate(rows):
     for kind, pos in sites:
       hits[kind].append(bool(best[i, pos - 1] == tokens[pos]))
-  return float(np.mean(hits["w1"])), float(np.mean(hits["w2"]))
+  return {kind: float(np.mean(h)) for kind, h in hits.items() if h}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -156,7 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="comma-separated families of the framed rows (drawn evenly)")
   parser.add_argument("--init", default="",
                       help="a Hugging Face Llama directory to start from (else scratch)")
+  parser.add_argument("--labels", type=float, default=0.0,
+                      help="chance that a bare sequence's id carries a label to copy")
   parser.add_argument("--every", type=int, default=100)
+  parser.add_argument("--save_every", type=int, default=0,
+                      help="also write --out every N steps (0: at the end only)")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--json", default="", help="write the copy curve here")
   args = parser.parse_args(argv)
@@ -186,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   def row(r: random.Random, split: str, frame: bool) -> Row:
     if frame:
       return framed(r, split, tokenizer, r.choice(framed_families))
-    return encode(tokenizer, *example(r, split, args.most, args.filler))
+    request, divs, ids, labels = example(r, split, args.most, args.filler, args.labels)
+    return encode(tokenizer, request, divs, ids, labels)
   dev = {name: [row(dev_rng, "dev", name == "framed") for _ in range(48)]
          for name in ("bare", "framed")}
   history, losses, start = [], [], time.time()
@@ -197,11 +212,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if step % args.every == 0 or step == args.steps:
       point = dict(step=step, loss=round(float(np.mean(losses[-args.every:])), 4))
       for name, rows in dev.items():
-        w1, w2 = copy_rates(model, rows, pad_id)
-        point.update({f"{name}_w1": round(w1, 3), f"{name}_w2": round(w2, 3)})
+        point.update({f"{name}_{kind}": round(rate, 3)
+                      for kind, rate in copy_rates(model, rows, pad_id).items()})
       point["seconds"] = round(time.time() - start, 1)
       history.append(point)
       print(json.dumps(point), flush=True)
+    if args.save_every and step % args.save_every == 0 and step < args.steps:
+      llama_checkpoint.write(model, args.out)
   llama_checkpoint.write(model, args.out)
   if args.json:
     with open(args.json, "w") as f:

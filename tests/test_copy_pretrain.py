@@ -27,7 +27,8 @@ class SequencesTest(absltest.TestCase):
     rng = random.Random(0)
     offsets = set()
     for _ in range(50):
-      request, divs, ids = copy_pretrain.example(rng, "train", 2, 8)
+      request, divs, ids, labels = copy_pretrain.example(rng, "train", 2, 8)
+      self.assertEmpty(labels)
       self.assertBetween(len(ids), 1, 2)
       self.assertEqual(divs.splitlines(), [f'<div id="{i}"></div>' for i in ids])
       for ident in ids:
@@ -40,21 +41,34 @@ class SequencesTest(absltest.TestCase):
     tokenizer = _tokenizer()
     rng = random.Random(1)
     for _ in range(10):
-      request, divs, ids = copy_pretrain.example(rng, "dev", 2, 8)
-      bare = copy_pretrain.encode(tokenizer, request, divs, ids)
+      request, divs, ids, labels = copy_pretrain.example(rng, "dev", 2, 8, labels=1.0)
+      self.assertLen(labels, len(ids))
+      for ident, word in zip(ids, labels):
+        self.assertIn(f'`#{ident}` reads "{word}"', request)
+        self.assertIn(f'<div id="{ident}">{word}</div>', divs)
+      bare = copy_pretrain.encode(tokenizer, request, divs, ids, labels)
+      self.assertLen([k for k, _ in bare[2] if k == "label"], len(labels))
       framed = copy_pretrain.framed(rng, "dev", tokenizer)
       app = copy_pretrain.framed(rng, "dev", tokenizer, "counter_copy")
-      self.assertLen(bare[2], 2 * len(ids))  # both words of every id found
-      self.assertBetween(len(framed[2]), 2, 4)
-      self.assertBetween(len(app[2]), 4, 8)  # two to four ids
+      def words(row):
+        return [k for k, _ in row[2] if k != "label"]
+      self.assertLen(words(bare), 2 * len(ids))  # both words of every id found
+      self.assertBetween(len(words(framed)), 2, 4)
+      self.assertBetween(len(words(app)), 4, 8)  # two to four ids
+      self.assertIn("label", [k for k, _ in app[2]])  # the add button's label
       for tokens, mask, sites in (bare, framed, app):
         self.assertLen(tokens, len(mask))
-        self.assertEqual([k for k, _ in sites], ["w1", "w2"] * (len(sites) // 2))
-        for _, pos in sites:
+        self.assertEqual(words((tokens, mask, sites)),
+                         ["w1", "w2"] * (len(words((tokens, mask, sites))) // 2))
+        for kind, pos in sites:
           self.assertEqual(mask[pos], 1)  # an answer token, the loss sees it
           piece = tokenizer.convert_ids_to_tokens([tokens[pos]])[0]
           self.assertIn(piece, copying.pool()[0])
-          self.assertEqual(tokenizer.convert_ids_to_tokens([tokens[pos - 1]])[0], "-")
+          before = tokenizer.convert_ids_to_tokens([tokens[pos - 1]])[0]
+          if kind == "label":
+            self.assertTrue(before.endswith(">") or before.endswith('"'), before)
+          else:
+            self.assertEqual(before, "-")
 
   def test_batch_pads_to_the_bucket(self):
     rows = [([5, 6, 7], [0, 1, 1], []), ([5] * 17, [1] * 17, [])]
