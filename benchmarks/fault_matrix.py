@@ -17,7 +17,7 @@ reference's post-SFT directory (`prepared`), which the job resumes as a `rl.num_
 extension (the RL optimizer is constant, so the extension changes no number). A row
 prints what was injected, what the run did (exit status, seconds after the signal),
 what was lost (steps redone), and whether the final parameters (and `best/`) are
-bitwise those of its baseline. `tests/test_fault_matrix.py` runs each row as a test.
+bitwise those of its baseline. `tests/benchmarks/test_fault_matrix.py` runs each row as a test.
 docs/faults.md states the promise each row checks.
 """
 

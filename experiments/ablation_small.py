@@ -30,7 +30,7 @@ FAMILIES = ("dark_mode", "char_counter", "counter", "star_rating", "filter_searc
 # benchmarks/credit_mechanism.py on RL batches 0-2 of the seed-0 SFT checkpoint (step
 # 200 of 600): |first AdamW update| / |clipped GRPO gradient| = 0.099 / 0.181 / 0.083.
 SGD_LR = 0.1
-# Fields set to their section default on purpose (tests/test_experiment_configs.py):
+# Fields set to their section default on purpose (tests/experiments/test_experiment_configs.py):
 # tiny_natural, which this config builds on, sets them otherwise.
 DELIBERATE = ("eval.samples_per_request",)
 

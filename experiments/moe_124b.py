@@ -16,7 +16,7 @@ import ml_collections
 from rcca_jax.train import sections
 
 
-# Set to its default on purpose (tests/test_experiment_configs.py): the RL learning
+# Set to its default on purpose (tests/experiments/test_experiment_configs.py): the RL learning
 # rate of the paper-scale job, stated for its reader.
 DELIBERATE = ("rl.optimizer.learning_rate",)
 

@@ -72,6 +72,7 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     config.data.families = FAMILIES + ("echo_short_copy",)
   if preset == "rl":
     config.init_from_hf = SFT_POLICY
+    config.data.families = FAMILIES + ("echo_short_copy",)  # the curriculum's SFT families
     config.sft.num_steps = 0
     # RL prompts need no SFT-sized pool; dev grows (the pilot's first 12 and 6 kept).
     config.data.fresh.update(train_per_family=2000, dev_per_family=30,

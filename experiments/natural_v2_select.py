@@ -3,11 +3,12 @@ each kept SFT checkpoint, the three conditions an RL start must meet, then packs
 chosen one's parameters into the repository.
 
     python -m experiments.natural_v2_select W --steps=3000,4000,5000 [--json OUT]
+        [--config=experiments/natural_v2.py:curriculum --set=init_from_hf=DIR]
     python -m experiments.natural_v2_select W --pack=4000 --out=DIR
 
 Per step, two evaluations (`python -m rcca_jax.main --mode=eval --checkpoint=sft:STEP`,
 8 samples per request at the RL temperature): the dev requests, and a dry sampling
-round on `--dry` train requests (the RL's prompts, `rl.group_size` samples each):
+round on `--dry` train requests (the RL preset's prompts, `rl.group_size` samples each):
 
 1. greedy dev pass in [0.15, 0.6];
 2. dev pass@8 - pass@1 >= 0.15 (unbiased estimator, `eval_loop.pass_at_k`);
@@ -33,24 +34,27 @@ MIN_PASS_GAP = 0.15
 MIN_SIGNAL_SHARE = 0.5
 
 
-def _eval(workdir: str, step: int, tasks: str | None, samples: int) -> str:
+def _eval(workdir: str, step: int, tasks: str | None, samples: int,
+          config: str = CONFIG, overrides: Sequence[str] = ()) -> str:
   """Runs one evaluation (unless its summary exists); its output directory."""
   stem = os.path.splitext(os.path.basename(tasks))[0] if tasks else ""
   out = os.path.join(workdir, "eval", f"sft_{step:06d}_{stem}")
   if not os.path.exists(os.path.join(out, "summary.json")):
-    cmd = [sys.executable, "-m", "rcca_jax.main", f"--config={CONFIG}",
+    cmd = [sys.executable, "-m", "rcca_jax.main", f"--config={config}",
            f"--workdir={workdir}", "--mode=eval", f"--checkpoint=sft:{step}",
-           f"--config.eval.samples_per_request={samples}"]
+           f"--config.eval.samples_per_request={samples}",
+           *(f"--config.{o}" for o in overrides)]
     subprocess.run(cmd + ([f"--tasks={tasks}"] if tasks else []), check=True)
   return out
 
 
 def dry_tasks(workdir: str, count: int) -> str:
-  """The first `count` RL prompts' tasks (the run's train draws), as a task file."""
+  """The first `count` of the RL preset's train draws (its prompts' tasks, its
+  families), as a task file."""
   from experiments import natural_v2  # pylint: disable=import-outside-toplevel
   from rcca_jax.data import draws  # pylint: disable=import-outside-toplevel
   from rcca_jax.data import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
-  config = natural_v2.get_config()
+  config = natural_v2.get_config("rl")
   f = config.data.fresh
   fresh = draws.fresh_splits(tuple(config.data.families), f.train_per_family,
                              f.dev_per_family, f.seed, frozenset(), f.novel_dev_per_family)
@@ -104,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   p.add_argument("--steps", default="", help="comma-separated SFT steps to measure")
   p.add_argument("--dry", type=int, default=24, help="train requests of the dry round")
   p.add_argument("--samples", type=int, default=8)
+  p.add_argument("--config", default=CONFIG, help="the SFT run's config (its preset)")
+  p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                 help="a config override of the SFT run (repeatable), e.g. "
+                      "init_from_hf=DIR")
   p.add_argument("--json", default="", help="write the table as JSON here")
   p.add_argument("--pack", type=int, default=0, help="SFT step to pack")
   p.add_argument("--out", default="experiments/results/natural_v2/sft_policy")
@@ -115,8 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
   dry = dry_tasks(args.workdir, args.dry)
   table = {}
   for step in [int(s) for s in args.steps.split(",") if s]:
-    table[step] = conditions(_eval(args.workdir, step, None, args.samples),
-                             _eval(args.workdir, step, dry, args.samples))
+    table[step] = conditions(
+        _eval(args.workdir, step, None, args.samples, args.config, args.set),
+        _eval(args.workdir, step, dry, args.samples, args.config, args.set))
     row = table[step]
     print(f"step {step}: greedy {row['greedy_pass']:.3f} pass@1 {row['pass_at_1']:.3f} "
           f"pass@8 {row['pass_at_8']:.3f} groups with a difference "

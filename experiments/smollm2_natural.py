@@ -34,7 +34,7 @@ import ml_collections
 from experiments import ablation_small, tiny_cpu
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# Set to their section defaults on purpose (tests/test_experiment_configs.py): tiny_cpu,
+# Set to their section defaults on purpose (tests/experiments/test_experiment_configs.py): tiny_cpu,
 # which this config builds on, sets the data fields otherwise, and the smoke preset
 # undoes this config's own accumulation, chunking and checkpoint interval.
 DELIBERATE = ("data.tokenizer", "data.setting", "logits_chunk", "micro_batches",

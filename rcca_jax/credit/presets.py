@@ -2,7 +2,7 @@
 
 A preset is every config field (dotted names) that its policy loss reads to assign
 credit, with its value; the job equals that of the ablation arm of the same name
-(`experiments/ablation_small.py`; tests/test_credit_presets.py). `train/sections.job_config`
+(`experiments/ablation_small.py`; tests/credit/test_credit_presets.py). `train/sections.job_config`
 sets them over the config's values: a field the config leaves at its default takes the
 preset's value, one set to a third value is an error (`conflicts`). "" (the default)
 is no preset: the config's own fields. The measured comparison behind them:

@@ -29,7 +29,7 @@ LAUNCH_ARGS = (
 
 # The switches Playwright launches headless Chromium with (the pinned version's, less
 # --disable-features/--enable-features, which page_session.py repeats with its own;
-# tests/test_browser_session.py compares them with a Playwright launch's command line).
+# tests/evaluation/test_browser_session.py compares them with a Playwright launch's command line).
 PLAYWRIGHT_SWITCHES = (
   "--disable-field-trial-config", "--disable-background-networking",
   "--disable-background-timer-throttling", "--disable-backgrounding-occluded-windows",

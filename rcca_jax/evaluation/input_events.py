@@ -3,7 +3,7 @@
 `Mouse` and `Keyboard` dispatch the same `Input.dispatchMouseEvent` and
 `Input.dispatchKeyEvent` parameters as Playwright's mouse and keyboard (US layout), so
 apps see the same events with or without Playwright in between
-(`tests/test_input_events.py` compares the two on a page that records every event).
+(`tests/evaluation/test_input_events.py` compares the two on a page that records every event).
 A key is a name from the layout ("Enter", "ArrowLeft", "a", "A", "KeyA", "+") optionally
 after modifiers ("Control+Shift+K"; "ControlOrMeta" is Control here).
 """

@@ -10,7 +10,7 @@ script is terminated over the CDP session, and if the page stays unresponsive th
 context is rebuilt.
 
 The page is set up as Playwright sets up a page of a new context (the same launch
-switches, viewport, focus emulation, fonts and media features; `tests/test_browser_session`
+switches, viewport, focus emulation, fonts and media features; `tests/evaluation/test_browser_session`
 checks the switches against Playwright's), without what Playwright adds for its own
 bookkeeping: network and lifecycle events, its utility world and injected scripts in
 every document, and a second session per page.
