@@ -25,6 +25,7 @@ apps among `--framed_families` so that they are kept).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import sys
@@ -168,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="a Hugging Face Llama directory to start from (else scratch)")
   parser.add_argument("--labels", type=float, default=0.0,
                       help="chance that a bare sequence's id carries a label to copy")
+  parser.add_argument("--kv_heads", type=int, default=0,
+                      help="key-value heads of a fresh model (0: natural_v2's)")
   parser.add_argument("--every", type=int, default=100)
   parser.add_argument("--save_every", type=int, default=0,
                       help="also write --out every N steps (0: at the end only)")
@@ -180,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   tokenizer = sections.load_tokenizer(job.data.tokenizer)
   pad_id = tokenizer.pad_token_id or 0
   config = sections.model_config(job, tokenizer)
+  if args.kv_heads:
+    config = dataclasses.replace(config, num_key_value_heads=args.kv_heads)
   if args.init:
     model = llama_checkpoint.load(args.init, attention_block_size=config.attention_block_size)
     if model.config != config:

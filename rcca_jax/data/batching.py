@@ -3,7 +3,9 @@
 `batch_indices` walks an endless stream of per-epoch permutations, so a run that
 resumes at data position k draws the same batches as one that never stopped;
 `pack_batch` lays out right-padded rows in the train step's layout (nothing is cut);
-`sft_batch` packs SFT examples with it.
+`sft_batch` packs SFT examples with it, one per row, or several per row
+(`packed_sft_batch`: `attention_mask` then holds segment ids, which the dense model
+reads as separate sequences; no FLOPs spent on padding a short example to `max_len`).
 """
 
 from typing import Mapping, Optional, Sequence
@@ -84,3 +86,70 @@ def sft_batch(examples: Sequence[tuple[Sequence[int], Sequence[int]]], *, max_le
     prompts.append(ids[:start])
     answers.append(ids[start:])
   return pack_batch(prompts, answers, max_len=max_len, pad_id=pad_id)
+
+
+def first_fit(lengths: Sequence[int], rows: int, max_len: int) -> Optional[list[list[int]]]:
+  """Indices of `lengths` placed in `rows` bins of `max_len`, longest first, each into
+  the first bin with room (in their original order within a bin); None when they do
+  not fit."""
+  bins: list[list[int]] = [[] for _ in range(rows)]
+  room = [max_len] * rows
+  for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+    j = next((j for j in range(rows) if room[j] >= lengths[i]), None)
+    if j is None:
+      return None
+    bins[j].append(i)
+    room[j] -= lengths[i]
+  return [sorted(b) for b in bins]
+
+
+def packed_sft_batch(examples: Sequence[tuple[Sequence[int], Sequence[int]]], *,
+                     rows: int, max_len: int, pad_id: int) -> Optional[dict[str, np.ndarray]]:
+  """SFT examples `(ids, loss_mask)` packed into `rows` rows of `max_len` (`first_fit`):
+  `attention_mask` holds each example's segment id (1, 2, ... along its row; 0 for
+  padding), `loss_mask` the examples' own masks. None when they do not fit."""
+  lengths = [len(ids) for ids, _ in examples]
+  long_rows = [f"example {i}: {n} tokens" for i, n in enumerate(lengths) if n > max_len]
+  if long_rows:
+    raise ValueError(f"SFT example longer than max_len={max_len}: " + "; ".join(long_rows))
+  bins = first_fit(lengths, rows, max_len)
+  if bins is None:
+    return None
+  out = {"input_ids": np.full((rows, max_len), pad_id, np.int32),
+         "attention_mask": np.zeros((rows, max_len), np.float32),
+         "loss_mask": np.zeros((rows, max_len), np.float32)}
+  for r, members in enumerate(bins):
+    at = 0
+    for segment, i in enumerate(members, start=1):
+      ids, mask = examples[i]
+      out["input_ids"][r, at:at + len(ids)] = ids
+      out["attention_mask"][r, at:at + len(ids)] = segment
+      out["loss_mask"][r, at:at + len(ids)] = mask
+      at += len(ids)
+  return out
+
+
+def packed_rows(lengths: Sequence[int], batch_size: int, max_len: int, *,
+                multiple: int = 1, share: float = 0.98, trials: int = 200,
+                seed: int = 0) -> int:
+  """The fewest rows of `max_len` (a multiple of `multiple`: the batch axis) into which
+  at least `share` of `trials` random batches of `batch_size` of these example lengths
+  fit (`first_fit`); `batch_size` when packing saves no row."""
+  rng = np.random.default_rng(seed)
+  draws = [[lengths[i] for i in rng.integers(0, len(lengths), batch_size)]
+           for _ in range(trials)]
+  lo = max(1, -(-int(np.mean([sum(d) for d in draws])) // max_len))
+  for rows in range(-(-lo // multiple) * multiple, batch_size, multiple):
+    if np.mean([first_fit(d, rows, max_len) is not None for d in draws]) >= share:
+      return rows
+  return batch_size
+
+
+def sft_rows(examples: Sequence[tuple[Sequence[int], Sequence[int]]], *, rows: int,
+             max_len: int, pad_id: int) -> dict[str, np.ndarray]:
+  """`packed_sft_batch` into `rows` rows when `rows` > 0 and the examples fit, else
+  `sft_batch` (one example per row)."""
+  batch = (packed_sft_batch(examples, rows=rows, max_len=max_len, pad_id=pad_id)
+           if 0 < rows < len(examples) else None)
+  return batch if batch is not None else sft_batch(examples, max_len=max_len,
+                                                   pad_id=pad_id)

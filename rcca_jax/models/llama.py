@@ -8,7 +8,10 @@ plan use either:
   model(ids, cache=cache, return_aux=True)   -> (logits, new_cache, {})
 With `return_hidden=True` the final normed hidden states replace the logits
 (`project_logits` maps them). `attention_mask` [B, T] (1 = real token) supports left
-padding; RoPE positions then count real tokens only. The decoder layers are identical,
+padding; RoPE positions then count real tokens only. It may also hold segment ids
+(0 = padding, 1, 2, ... increasing along a row): several sequences packed in one row,
+each attending only to itself with positions from 0 (`segment_positions`; SFT packing,
+`data.batching.sft_batch`). The decoder layers are identical,
 so their parameters are stacked on a leading "layers" axis and run with `lax.scan`;
 cached calls unroll them and write into the stacked cache in place (docs/model.md).
 """
@@ -141,12 +144,14 @@ class Attention(nnx.Module):
     key_mask = (jnp.ones((b, t), bool) if attention_mask is None
                 else attention_mask.astype(bool))
     block = cfg.attention_block_size
-    if block and t > block:
+    if block and t > block:  # one segment per row (config_check refuses SFT packing)
       g = cfg.num_groups
       k, v = jnp.repeat(k, g, axis=2), jnp.repeat(v, g, axis=2)
       o = flash_attention.causal_attention(q, k, v, key_mask, scale, block)
     else:
-      allowed = jnp.tril(jnp.ones((t, t), bool))[None] & key_mask[:, None, :]
+      keys = (key_mask[:, None, :] if attention_mask is None
+              else same_segment(attention_mask))
+      allowed = jnp.tril(jnp.ones((t, t), bool))[None] & keys
       o = grouped_attention(q, k, v, allowed, scale)
     return self._out(constrain(o, ("batch", "length", "act_heads", None)))
 
@@ -170,6 +175,26 @@ class Attention(nnx.Module):
     o = grouped_attention(q, keys[layer].astype(q.dtype), values[layer].astype(q.dtype),
                           allowed, self.cfg.head_dim ** -0.5, kv_layout="bksd")
     return self._out(o), KVCache(keys, values)
+
+
+def segment_positions(segments: jax.Array) -> jax.Array:
+  """RoPE positions [B, T] of `attention_mask` values: within each segment (ids
+  increasing along a row, 0 = padding) the count of its real tokens before; a 0/1 mask
+  (one segment, padding anywhere) gives cumsum(mask) - 1 at real tokens, 0 elsewhere."""
+  segments = segments.astype(jnp.int32)
+  real = segments > 0
+  count = jnp.cumsum(real, axis=1, dtype=jnp.int32) - 1
+  seen = jnp.pad(jax.lax.cummax(segments, axis=1)[:, :-1], ((0, 0), (1, 0)))
+  start = jax.lax.cummax(jnp.where(segments > seen, count, 0), axis=1)
+  return jnp.where(real, count - start, 0)
+
+
+def same_segment(segments: jax.Array) -> jax.Array:
+  """[B, T, T] bool: query t may see key s of its own segment (padding queries, which
+  no loss reads, see every real key as before)."""
+  segments = segments.astype(jnp.int32)
+  return ((segments[:, :, None] == segments[:, None, :])
+          | (segments[:, :, None] == 0)) & (segments[:, None, :] > 0)
 
 
 # ---- the stack ------------------------------------------------------------------
@@ -250,7 +275,7 @@ class LlamaForCausalLM(nnx.Module):
       if mask is None:
         positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
       else:
-        positions = jnp.where(mask, jnp.cumsum(mask, axis=1, dtype=jnp.int32) - 1, 0)
+        positions = segment_positions(attention_mask)
     else:
       if mask is None:
         mask = jnp.ones((b, t), bool)
@@ -263,7 +288,7 @@ class LlamaForCausalLM(nnx.Module):
     graphdef, params = nnx.split(self.layers)
     if cache is None:
       def layer(params, x):
-        return nnx.merge(graphdef, params)(x, cos, sin, mask)[0]
+        return nnx.merge(graphdef, params)(x, cos, sin, attention_mask)[0]
 
       if cfg.remat:
         layer = jax.checkpoint(layer)

@@ -357,6 +357,18 @@ def _check_scale(c: _Collector, num_processes: int) -> None:
             "prompts of each process")
 
 
+def _check_packing(c: _Collector) -> None:
+  if not c.get("sft.pack"):
+    return
+  family = c.get("model.family") or families.DEFAULT_FAMILY
+  if family != "llama":
+    c.add(f"sft.pack=True needs model.family='llama' (packed segments are read by the "
+          f"dense model's attention only), not {family!r}")
+  if c.get("model.attention_block_size"):
+    c.add("sft.pack=True needs model.attention_block_size=0 (blocked attention reads "
+          "one sequence per row)")
+
+
 def _check_lengths(c: _Collector) -> None:
   family = c.get("model.family") or families.DEFAULT_FAMILY
   cls = LingConfig if family == "ling" else LlamaConfig
@@ -465,6 +477,7 @@ def problems(config: ml_collections.ConfigDict | Mapping[str, Any], *,
   _check_rl(c, mode)
   _check_scale(c, num_processes)
   _check_lengths(c)
+  _check_packing(c)
   if mode != "plan":
     _check_files(c)
     _check_judge(c)

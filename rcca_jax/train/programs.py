@@ -15,6 +15,7 @@ import numpy as np
 from flax import nnx
 
 from rcca_jax.credit.localize import POST_PROCESS
+from rcca_jax.data import batching
 from rcca_jax.data import chat
 from rcca_jax.data.selection import resolve_path
 from rcca_jax.evaluation.grader import Grader, make_grader
@@ -28,6 +29,7 @@ from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step
 from rcca_jax.sampling import JaxSampler, Sampler
+from rcca_jax.train import config_check
 from rcca_jax.train import copy_metrics as copy_metrics_lib
 from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import run_log
@@ -226,6 +228,20 @@ class Programs:
       arrays = [np.concatenate([np.asarray(p[1][i]) for p in parts])
                 for i in range(len(arrays))]
     return tuple(arrays) if several else arrays[0]
+
+  def packed_rows(self, examples: list, sft: sections.SftSection) -> int:
+    """Rows per SFT step with `sft.pack` (`batching.packed_rows`, a multiple of the
+    mesh's batch axis times `micro_batches`); 0 without."""
+    if not sft.pack:
+      return 0
+    ways = (config_check.batch_axis(dict(self.mesh.shape))[0] if self.mesh is not None
+            else 1)
+    rows = batching.packed_rows([len(ids) for ids, _ in examples], sft.batch_size,
+                                sft.max_len, multiple=ways * self.job.micro_batches,
+                                seed=self.job.seed)
+    run_log.note("SFT packing: %d examples per step in %d rows of %d tokens (%d unpacked)",
+                 sft.batch_size, rows, sft.max_len, sft.batch_size)
+    return rows
 
   def copy_metrics(self, state, tasks: list) -> dict[str, Any]:
     """The teacher-forced copy metrics of the copying families' `tasks`

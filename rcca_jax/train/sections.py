@@ -107,6 +107,9 @@ class SftSection:
   log_every: int = 10    # steps between logged rows
   checkpoint_every: int = 50  # steps between checkpoints
   per_family: int = 0    # at most this many tasks per family (0: all)
+  # Several examples per row where they fit (`batching.packed_sft_batch`; dense models):
+  # the same examples and loss per step on fewer rows (docs/performance.md).
+  pack: bool = False
   # `total_steps` when absent: the stage's length (`optimizer_config`).
   optimizer: Mapping[str, Any] = _sub(optim.OptimizerConfig, derived=STAGE_LENGTH)
 

@@ -156,6 +156,7 @@ class Trainer:
     if start >= stage.num_steps:
       return state
     examples = self.tasks.sft_examples()
+    rows = self.programs.packed_rows(examples, s)
     update = self.programs.compile(sft_lib.NextTokenObjective(), stage.opt_config)
     bar = run_log.Progress("sft", stage.num_steps, start)
     guard = faults.NonFiniteGuard("SFT", self.job.max_nonfinite_in_row)
@@ -164,9 +165,9 @@ class Trainer:
       while start < stage.num_steps:
         t0 = time.time()
         idx = batch_indices(len(examples), s.batch_size, start, self.job.seed)
-        batch = multihost.local_share(batching.sft_batch(
-            [examples[i] for i in idx], max_len=s.max_len, pad_id=self.programs.pad_id),
-            self.programs.mesh)
+        batch = multihost.local_share(batching.sft_rows(
+            [examples[i] for i in idx], rows=rows, max_len=s.max_len,
+            pad_id=self.programs.pad_id), self.programs.mesh)
         state, m = update(state, batch)
         start += 1
         m = jax.device_get(m)

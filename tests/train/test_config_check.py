@@ -9,6 +9,7 @@ from absl.testing import absltest
 
 from experiments import ablation_small
 from experiments import moe_124b
+from experiments import natural_v2
 from experiments import tiny_cpu
 from experiments import tiny_natural
 from rcca_jax.base import mapping
@@ -77,6 +78,20 @@ class ConfigCheckTest(absltest.TestCase):
     config.mesh.fsdp = 16
     self.assertIn("mesh: mesh", config_check.problems(config, num_devices=256,
                                                      mode="plan")[0])
+
+  def test_sft_packing_needs_the_dense_model_without_blocked_attention(self):
+    config = natural_v2.get_config("pilot")  # the dense Llama
+    config.sft.pack = True
+    self.assertEqual(config_check.problems(config, num_devices=1), [])
+    config.model.attention_block_size = 64
+    self.assertEqual(config_check.problems(config, num_devices=1), [
+        "sft.pack=True needs model.attention_block_size=0 (blocked attention reads one "
+        "sequence per row)"])
+    config = tiny_natural.get_config()  # the hybrid MoE
+    config.sft.pack = True
+    self.assertEqual(config_check.problems(config, num_devices=1), [
+        "sft.pack=True needs model.family='llama' (packed segments are read by the dense "
+        "model's attention only), not 'ling'"])
 
   def test_overlap_backend_and_processes(self):
     config = tiny_natural.get_config()
