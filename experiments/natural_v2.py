@@ -24,7 +24,7 @@ from rcca_jax.train import sections
 
 FAMILIES = ("counter_copy", "char_counter_copy", "dark_mode_copy")
 TEST_FAMILIES = ("reveal_copy", "greeting_copy")
-PRESETS = ("pilot", "pilot_echo", "drill", "curriculum", "rl")
+PRESETS = ("pilot", "pilot_echo", "drill", "curriculum", "labels", "rl")
 # The copy curriculum's first stage (`python -m experiments.copy_pretrain --out=...`):
 # `curriculum` starts from it (`--config.init_from_hf=DIR` for another place).
 COPY_POLICY = "/tmp/nv2/copy_policy"
@@ -37,7 +37,9 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
   """Presets: "pilot" (SFT from scratch alone, a dev evaluation with the copy metrics
   every 250 steps), "pilot_echo" (the same with the copying drill `echo_copy`, empty
   divs of the request's ids, as a fourth SFT family), "drill" (SFT on the drill alone,
-  short examples: can this policy learn to copy pool-word ids at all?) and "rl" (the
+  short examples: can this policy learn to copy pool-word ids at all?), "curriculum"
+  (stage 2: the apps and `echo_short_copy` from the copy-pretrained policy), "labels"
+  (stage 2 continued with the label drill `echo_label_copy`) and "rl" (the
   study: RL from the packed SFT policy, `SFT_POLICY`,
   with dynamic sampling and flat groups dropped; `python -m rcca_jax.ablation` runs
   `ARMS`, one shared start, the seeds differing in RL prompts and sampling)."""
@@ -70,6 +72,13 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
   if preset == "curriculum":
     config.init_from_hf = COPY_POLICY
     config.data.families = FAMILIES + ("echo_short_copy",)
+  if preset == "labels":
+    # Stage 2 continued from its packed policy (`--config.init_from_hf=DIR`, required)
+    # with the label drill: labels have no role before them, so the apps' induction
+    # does not copy them (teacher-forced 0.00 after 2,000 stage-2 steps).
+    config.data.families = FAMILIES + ("echo_short_copy", "echo_label_copy")
+    config.sft.num_steps = 3000
+    config.sft.optimizer.update(learning_rate=1e-3, warmup_steps=50)
   if preset == "rl":
     config.init_from_hf = SFT_POLICY
     config.data.families = FAMILIES + ("echo_short_copy",)  # the curriculum's SFT families

@@ -153,7 +153,7 @@ class CopyMetricsTest(absltest.TestCase):
                  for i, (n, split) in enumerate((n, s) for n in copying.BUILDERS
                                                 for s in ("dev", "novel"))]
     cls.tasks = [t.__class__(**{**t.__dict__, "extra": {"split": s}})
-                 for t, s in zip(cls.tasks, ["dev", "novel"] * 5)]
+                 for t, s in zip(cls.tasks, ["dev", "novel"] * len(copying.BUILDERS))]
 
   def test_targets_point_at_each_values_first_token(self):
     task = self.tasks[0]

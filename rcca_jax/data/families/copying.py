@@ -373,10 +373,33 @@ def echo_short(c: Copier) -> b.Draft:
   return _echo(c, 1, 2)
 
 
+def echo_label(c: Copier) -> b.Draft:
+  """(The copy curriculum's label drill.) 1 or 2 ids, each a div holding the word the
+  request quotes for it (`` `#id` reads "word" ``, as the apps state their labels): a
+  label has no role before it in the app, so induction on the preceding tokens cannot
+  copy it; the div's id says which quoted word it takes."""
+  ids = [c.ident(role) for role in c.choose(ROLES, c.rng.randint(1, 2))]
+  words = [c.word() for _ in ids]
+  parts = ["It shows one div for each id, first to last, holding its text: "
+           + ", ".join(f'`#{i}` reads "{w}"' for i, w in zip(ids, words)) + "."]
+  rules = (
+      rule("initial", "core", "Every div holds its text",
+           *(b.text(f"div#{i}", "==", w) for i, w in zip(ids, words))),
+      rule("initial", "behavior", f"The page shows {len(ids)} divs",
+           b.count("div", "==", len(ids))),
+      rule("dynamic", "behavior", "The text stays a moment later",
+           b.wait(50), b.text(f"div#{ids[-1]}", "==", words[-1])),
+  )
+  body = "\n".join(f'<div id="{i}">{esc(w)}</div>' for i, w in zip(ids, words))
+  script = "document.title = \"Words\";"
+  return b.Draft(_request(c, "a page of divs", *parts), rules,
+                 page("Words", "", body, script))
+
+
 BUILDERS: dict[str, Callable[[Copier], b.Draft]] = {
     "counter_copy": counter, "char_counter_copy": char_counter,
     "dark_mode_copy": dark_mode, "reveal_copy": reveal, "greeting_copy": greeting,
-    "echo_copy": echo, "echo_short_copy": echo_short}
+    "echo_copy": echo, "echo_short_copy": echo_short, "echo_label_copy": echo_label}
 TEST_FAMILIES = ("reveal_copy", "greeting_copy")
 
 
