@@ -58,7 +58,7 @@ browser: $(BROWSER_STAMP)
 demo: install
 	$(PY) -m rcca_jax.main --config=experiments/tiny_cpu.py --workdir=$(WORKDIR) \
 	  --config.eval.grading_cache=$(WORKDIR)/grading_cache
-	@echo "GRPO vs RCCA on 12 requests, 3 seeds (~75 min on 2 cores; experiments/results/ablation_small/): $(PY) -m rcca_jax.ablation --config=experiments/ablation_small.py --workdir=/tmp/ablation_small --seeds=3"
+	@echo "GRPO vs RCCA on 12 requests, 3 seeds (~75 min on 2 cores; experiments/results/ablation_small/): $(PY) -m rcca_jax.study --config=experiments/ablation_small.py --workdir=/tmp/ablation_small --seeds=3"
 
 # Grade the shipped example apps (references and broken variants) and print the table.
 eval-demo: install

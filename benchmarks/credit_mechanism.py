@@ -56,11 +56,11 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
-from rcca_jax import ablation
 from rcca_jax.rl import checkpoint as checkpoint_lib
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step
+from rcca_jax.study import ablation
 from rcca_jax.train import sections
 from rcca_jax.train import rollouts as rollouts_lib
 

@@ -57,9 +57,9 @@ FULL = JOB + [f"--config.sft.num_steps={SFT_STEPS}", "--config.sft.checkpoint_ev
 # Faults during SFT: a short SFT, a checkpoint every 4 steps, no RL.
 SHORT_SFT = JOB + ["--config.sft.num_steps=12", "--config.sft.checkpoint_every=4",
                    "--config.rl.num_steps=0", "--config.eval.enabled=False"]
-# The same job as a one-arm ablation (`python -m rcca_jax.ablation`): its seed 0 SFT is a
+# The same job as a one-arm ablation (`python -m rcca_jax.study`): its seed 0 SFT is a
 # copy of the prepared post-SFT run, its arm `grpo` trains the RL steps.
-ABLATION = "rcca_jax.ablation"
+ABLATION = "rcca_jax.study"
 ABLATION_CONFIG = '''"""The fault matrix's job as a one-arm ablation (written by benchmarks/fault_matrix.py)."""
 
 import ml_collections
@@ -462,7 +462,7 @@ class Matrix:
   def sigterm_ablation(self) -> Row:
     """SIGTERM to the ablation command: one line and 75 as from the main job, the
     stopped run's seconds kept, the rerun resumes and ends bitwise on its baseline."""
-    row = Row("sigterm_ablation", "SIGTERM to `python -m rcca_jax.ablation` after its "
+    row = Row("sigterm_ablation", "SIGTERM to `python -m rcca_jax.study` after its "
               "arm's RL step 1 row (step 2 in flight)")
     workdir, args = self.fresh(row.fault, source=None), self.ablation_args()
     shutil.copytree(self.prepared(), workdir / "seed_0" / "sft")

@@ -1,6 +1,6 @@
 """The small-model GRPO-vs-RCCA ablation, controlled setting (docs/ablation.md).
 
-    python -m rcca_jax.ablation --config=experiments/ablation_small.py \
+    python -m rcca_jax.study --config=experiments/ablation_small.py \
         --workdir=/tmp/ablation_small --seeds=3
 
 Twelve fixed requests (the first train task of the twelve families with the shortest

@@ -3,7 +3,7 @@
     mkdir -p DIR/s1_0 DIR/s3_4
     cp experiments/results/credit_sweep/s1_0/controlled_tasks.jsonl DIR/s1_0/
     cp experiments/results/credit_sweep/s3_4/controlled_tasks.jsonl DIR/s3_4/
-    python -m rcca_jax.ablation --config=experiments/credit_study2.py --workdir=DIR \
+    python -m rcca_jax.study --config=experiments/credit_study2.py --workdir=DIR \
         --seeds=5
 
 The credit sweep's settings `s1_0` (one bug per request) and `s3_4` (3 bug sites and 4

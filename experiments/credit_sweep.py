@@ -1,6 +1,6 @@
 """When does rubric-to-code credit beat GRPO? The sweep over settings (docs/ablation.md).
 
-    python -m rcca_jax.ablation --config=experiments/credit_sweep.py \
+    python -m rcca_jax.study --config=experiments/credit_sweep.py \
         --workdir=/tmp/credit_sweep --seeds=5
 
 Settings (K_bug bug sites, K_neutral reward-neutral sites per request), run in the order

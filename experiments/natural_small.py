@@ -2,12 +2,12 @@
 requests, base -> SFT -> RL, credit arms on the policy's own mistakes (issue 38).
 
     python -m rcca_jax.main --config=experiments/natural_small.py --workdir=/tmp/natural
-    python -m rcca_jax.ablation --config=experiments/natural_small.py \
+    python -m rcca_jax.study --config=experiments/natural_small.py \
         --workdir=/tmp/natural_ablation --seeds=3
     python -m rcca_jax.main --config=experiments/natural_small.py:longer_sft \
         --workdir=/tmp/natural_ablation/seed_0/sft \
         --allow_config_change='sft.optimizer.total_steps,eval.*'
-    python -m rcca_jax.ablation --config=experiments/natural_small.py:longer_rl \
+    python -m rcca_jax.study --config=experiments/natural_small.py:longer_rl \
         --workdir=/tmp/natural_ablation --seeds=3
 
 Policy: a dense Llama-family decoder (`model.family=llama`) with the project's BPE
@@ -100,7 +100,7 @@ def get_config(preset: str = "rl") -> ml_collections.ConfigDict:
   config.eval.update(tasks="data/tasks/dev.jsonl", per_family=20, every_sft_steps=500,
                      every_rl_steps=10, max_new_tokens=352, samples_per_request=0)
   config.eval.evaluator.update(response_deadline=30.0, rubric_timeout=10.0)
-  # `python -m rcca_jax.ablation`: the ablation's arms (experiments/ablation_small.py),
+  # `python -m rcca_jax.study`: the ablation's arms (experiments/ablation_small.py),
   # one SFT (seed 0's) shared by the seeds' RL runs.
   config.arms = ablation_small.get_config().arms
   config.ablation = ml_collections.ConfigDict(dict(arms="grpo,rcca,rcca_focus",

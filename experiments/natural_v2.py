@@ -41,7 +41,7 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
   (stage 2: the apps and `echo_short_copy` from the copy-pretrained policy), "labels"
   (stage 2 continued with the label drill `echo_label_copy`) and "rl" (the
   study: RL from the packed SFT policy, `SFT_POLICY`,
-  with dynamic sampling and flat groups dropped; `python -m rcca_jax.ablation` runs
+  with dynamic sampling and flat groups dropped; `python -m rcca_jax.study` runs
   `ARMS`, one shared start, the seeds differing in RL prompts and sampling)."""
   if preset not in PRESETS:
     raise ValueError(f"preset {preset!r}: expected one of {PRESETS}")

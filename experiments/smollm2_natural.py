@@ -22,7 +22,7 @@ state 1.61 GB, peak 5.13 GB (RL step, 16 x 896 tokens per micro-batch); 8 fake d
 
 Presets: "gpu" (default) for one accelerator; "smoke" runs one SFT step and one RL step
 of one family on a CPU, without dev evaluation, to check the plumbing. With
-`python -m rcca_jax.ablation` the config's arms compare GRPO and RCCA from one SFT run
+`python -m rcca_jax.study` the config's arms compare GRPO and RCCA from one SFT run
 (the `smollm2` preset of experiments/notebooks/small_model_ablation.ipynb).
 """
 
@@ -68,7 +68,7 @@ def get_config(preset: str = "gpu") -> ml_collections.ConfigDict:
                    max_prompt_len=256, checkpoint_every=5)
   config.rl.optimizer.learning_rate = 2e-6
   config.eval.update(per_family=2, max_new_tokens=640, every_rl_steps=10, workers=8)
-  # `python -m rcca_jax.ablation` arms (the notebook's `smollm2` preset): one SFT, two RL.
+  # `python -m rcca_jax.study` arms (the notebook's `smollm2` preset): one SFT, two RL.
   config.arms = ml_collections.ConfigDict(dict(grpo="rl.policy_loss=grpo",
                                                rcca="rl.policy_loss=rcca"))
   config.ablation = ml_collections.ConfigDict(dict(arms="grpo,rcca", bootstrap=2000))

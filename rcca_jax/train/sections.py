@@ -15,7 +15,7 @@ below that both the job and `config_check` call: `model` (`model_config`: its fa
 config, with the tokenizer's vocabulary), `*.optimizer` (`optimizer_config`: with the
 stage's length), `rl.loss` (`loss_fields`: with `rl.policy_loss` and
 `credit.negative_unblamed`), `data.controlled` (`controlled_spec`, plus `path`). The runners' `arms` / `ablation` / `sweep` / `settings` are read by
-`rcca_jax.ablation` and `rcca_jax.sweep` (`RUNNER_SECTIONS`).
+`rcca_jax.study` (`RUNNER_SECTIONS`).
 """
 
 from __future__ import annotations
@@ -351,7 +351,7 @@ def defaults_config() -> Any:
   return ml_collections.ConfigDict(defaults())
 
 
-# Read by `rcca_jax.ablation` / `rcca_jax.sweep` only.
+# Read by `rcca_jax.study` (`study.ablation`, `study.sweep`) only.
 RUNNER_SECTIONS = {"arms": None, "ablation": {"arms": None, "bootstrap": None,
                                               "shared_sft": None},
                    "sweep": {"settings": None}, "settings": None}

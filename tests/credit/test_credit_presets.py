@@ -6,9 +6,9 @@ from absl.testing import absltest, parameterized
 
 from experiments import ablation_small
 from experiments import moe_124b
-from rcca_jax import ablation
-from rcca_jax import overrides
 from rcca_jax.credit import presets
+from rcca_jax.study import ablation
+from rcca_jax.study import overrides
 from rcca_jax.train import config_check
 from rcca_jax.train import sections
 

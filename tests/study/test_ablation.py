@@ -12,9 +12,10 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from experiments import ablation_small
-from rcca_jax import ablation
-from rcca_jax import ablation_report
-from rcca_jax import overrides
+from rcca_jax.study import ablation
+from rcca_jax.study import ablation_report
+from rcca_jax.study import overrides
+from rcca_jax.study import stats
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -161,9 +162,9 @@ class ReportTest(absltest.TestCase):
     self.assertIn("| grpo | 3.0 | 1.0 | 0.5 | 4.5 |", table)
 
   def test_bootstrap_interval(self):
-    lo, hi = ablation_report.bootstrap_interval([1.0, 1.0, 1.0])
+    lo, hi = stats.bootstrap_interval([1.0, 1.0, 1.0])
     self.assertEqual((lo, hi), (1.0, 1.0))
-    lo, hi = ablation_report.bootstrap_interval(np.arange(100.0))
+    lo, hi = stats.bootstrap_interval(np.arange(100.0))
     self.assertTrue(40 < lo < 49.5 < hi < 59, (lo, hi))
 
 
@@ -302,7 +303,7 @@ class AblationEndToEndTest(absltest.TestCase):
 
   def test_acceptance_command_writes_both_arms(self):
     workdir = self.create_tempdir().full_path
-    cmd = [sys.executable, "-m", "rcca_jax.ablation",
+    cmd = [sys.executable, "-m", "rcca_jax.study",
            "--config=experiments/ablation_small.py", f"--workdir={workdir}", "--seeds=1",
            "--config.sft.num_steps=4", "--config.rl.num_steps=2",
            "--config.eval.every_rl_steps=2", "--config.eval.samples_per_request=0"]

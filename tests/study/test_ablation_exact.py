@@ -10,7 +10,8 @@ import numpy as np
 from absl.testing import absltest
 from absl.testing import parameterized
 
-from rcca_jax import ablation_report
+from rcca_jax.study import ablation_report
+from rcca_jax.study import stats
 
 COMMITTED = "experiments/results/ablation_small/summary.json"
 
@@ -65,15 +66,15 @@ class SignFlipTest(parameterized.TestCase):
 
   @parameterized.parameters((5, 2 / 32), (6, 2 / 64), (8, 2 / 256))
   def test_all_positive_seeds_give_the_smallest_p(self, n, expected):
-    self.assertAlmostEqual(ablation_report.sign_flip_p(np.linspace(0.1, 0.3, n)),
+    self.assertAlmostEqual(stats.sign_flip_p(np.linspace(0.1, 0.3, n)),
                            expected)
 
   def test_known_cases(self):
-    self.assertEqual(ablation_report.sign_flip_p([1.0, -1.0]), 1.0)
-    self.assertEqual(ablation_report.sign_flip_p([0.0, 0.0, 0.0]), 1.0)
+    self.assertEqual(stats.sign_flip_p([1.0, -1.0]), 1.0)
+    self.assertEqual(stats.sign_flip_p([0.0, 0.0, 0.0]), 1.0)
     # |mean| of +-1, +-2, +-3 reaches 2 only for (+,+,+) and (-,-,-).
-    self.assertAlmostEqual(ablation_report.sign_flip_p([1.0, 2.0, 3.0]), 2 / 8)
-    self.assertTrue(np.isnan(ablation_report.sign_flip_p([])))
+    self.assertAlmostEqual(stats.sign_flip_p([1.0, 2.0, 3.0]), 2 / 8)
+    self.assertTrue(np.isnan(stats.sign_flip_p([])))
 
   def test_enumeration_matches_brute_force_with_strata(self):
     rng = np.random.default_rng(1)
@@ -85,14 +86,14 @@ class SignFlipTest(parameterized.TestCase):
     observed = stat(d)
     hits = [stat(d * np.asarray(signs)) >= observed - 1e-12
             for signs in itertools.product([1.0, -1.0], repeat=7)]
-    self.assertAlmostEqual(ablation_report.sign_flip_p(d, strata), np.mean(hits))
+    self.assertAlmostEqual(stats.sign_flip_p(d, strata), np.mean(hits))
     with self.assertRaisesRegex(ValueError, "2 strata labels for 7"):
-      ablation_report.sign_flip_p(d, [0, 1])
+      stats.sign_flip_p(d, [0, 1])
 
   def test_monte_carlo_above_the_enumeration_limit(self):
-    p = ablation_report.sign_flip_p(np.full(20, 0.1), reps=5000)
+    p = stats.sign_flip_p(np.full(20, 0.1), reps=5000)
     self.assertAlmostEqual(p, 1 / 5001)  # only the draws (+..+), (-..-) reach it
-    p = ablation_report.sign_flip_p(np.random.default_rng(0).normal(0, 1, 40), reps=5000)
+    p = stats.sign_flip_p(np.random.default_rng(0).normal(0, 1, 40), reps=5000)
     self.assertTrue(0.05 < p <= 1.0, p)
 
 
@@ -103,16 +104,16 @@ class CurveMetricsTest(absltest.TestCase):
                    {"step": 8, "bug_prob_mean": 0.05, "pass_at_1": 0.9}]}
 
   def test_auc_is_the_mean_over_evaluations_with_post_sft(self):
-    self.assertAlmostEqual(ablation_report.auc(self.RUN, "bug_prob_mean"), 0.95 / 3)
-    self.assertAlmostEqual(ablation_report.auc(self.RUN, "pass_at_1"), 0.5)
-    self.assertIsNone(ablation_report.auc(self.RUN, "other"))
+    self.assertAlmostEqual(stats.auc(self.RUN, "bug_prob_mean"), 0.95 / 3)
+    self.assertAlmostEqual(stats.auc(self.RUN, "pass_at_1"), 0.5)
+    self.assertIsNone(stats.auc(self.RUN, "other"))
 
   def test_steps_below_threshold(self):
-    self.assertEqual(ablation_report.steps_below(self.RUN, 0.1), 8)
-    self.assertEqual(ablation_report.steps_below(self.RUN, 0.7), 0)
-    self.assertIsNone(ablation_report.steps_below(self.RUN, 0.01))
+    self.assertEqual(stats.steps_below(self.RUN, 0.1), 8)
+    self.assertEqual(stats.steps_below(self.RUN, 0.7), 0)
+    self.assertIsNone(stats.steps_below(self.RUN, 0.01))
     old = {"post_sft": {"pass_rate": 0.5}, "evals": [{"step": 4, "pass_rate": 1.0}]}
-    self.assertIsNone(ablation_report.steps_below(old, 0.1))
+    self.assertIsNone(stats.steps_below(old, 0.1))
 
 
 class ExactReportTest(absltest.TestCase):
@@ -154,13 +155,13 @@ class ExactReportTest(absltest.TestCase):
     # t1 (0.8+0.6+0.13-0.8-0.7-0.6)/3; seed 1 t0 -0.2/3, t1 0.
     d = np.asarray([-0.55, -0.57, -0.2, 0.0]) / 3
     self.assertAlmostEqual(site["mean"], np.mean([d[:2].mean(), d[2:].mean()]))
-    self.assertAlmostEqual(site["p"], ablation_report.sign_flip_p(d, [0, 0, 1, 1]))
+    self.assertAlmostEqual(site["p"], stats.sign_flip_p(d, [0, 0, 1, 1]))
 
   def test_every_number_is_recomputed_from_summary_json(self):
     ablation_report.write_all(self.dir, self.summary)
     with open(os.path.join(self.dir, "summary.json"), encoding="utf-8") as f:
       saved = json.load(f)
-    recomputed = json.loads(json.dumps(ablation_report.compare(saved["arms"])))
+    recomputed = json.loads(json.dumps(stats.compare(saved["arms"])))
     self.assertEqual(recomputed, saved["comparison"])
     table = ablation_report.markdown(saved)
     self.assertIn("| rcca | 0.700 | 0.320 | 0.523 | -0.110 [", table)
@@ -170,7 +171,7 @@ class ExactReportTest(absltest.TestCase):
   def test_older_summaries_still_load(self):
     with open(COMMITTED, encoding="utf-8") as f:
       old = json.load(f)
-    comp = ablation_report.compare(old["arms"])
+    comp = stats.compare(old["arms"])
     self.assertNotIn("auc_bug_prob_mean", comp["rcca"])
     self.assertAlmostEqual(comp["rcca"]["paired_pass_rate_diff"],
                            old["comparison"]["rcca"]["paired_pass_rate_diff"])

@@ -7,8 +7,8 @@ from absl.testing import absltest, parameterized
 from experiments import ablation_small
 from experiments import tiny_cpu
 from experiments import tiny_natural
-from rcca_jax import ablation
-from rcca_jax import overrides
+from rcca_jax.study import ablation
+from rcca_jax.study import overrides
 from rcca_jax.train import config_check
 from rcca_jax.train import sections
 

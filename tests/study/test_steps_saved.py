@@ -9,7 +9,9 @@ import tempfile
 import numpy as np
 from absl.testing import absltest
 
-from rcca_jax import ablation_report, sweep_report
+from rcca_jax.study import ablation_report
+from rcca_jax.study import stats
+from rcca_jax.study import sweep_report
 
 
 def run(seed: int, bug_probs, seconds_per_step: float = 10.0) -> dict:
@@ -34,25 +36,25 @@ def summary() -> dict:
 class StepsSavedTest(absltest.TestCase):
 
   def test_first_evaluation_below_half_of_post_sft(self):
-    self.assertEqual(ablation_report.reaches_fraction(run(0, (0.6, 0.3, 0.29, 0.1))),
+    self.assertEqual(stats.reaches_fraction(run(0, (0.6, 0.3, 0.29, 0.1))),
                      (6, 60.0))  # 0.29 < 0.5 x 0.6; 0.3 is not
-    self.assertIsNone(ablation_report.reaches_fraction(run(0, (0.6, 0.3, 0.3))))
-    self.assertEqual(ablation_report.reaches_fraction(run(0, (0.5, 0.4)), 0.9), (3, 30.0))
+    self.assertIsNone(stats.reaches_fraction(run(0, (0.6, 0.3, 0.3))))
+    self.assertEqual(stats.reaches_fraction(run(0, (0.5, 0.4)), 0.9), (3, 30.0))
     no_metric = run(0, (0.6, 0.2))
     del no_metric["evals"][0]["bug_prob_mean"]
-    self.assertIsNone(ablation_report.reaches_fraction(no_metric))
+    self.assertIsNone(stats.reaches_fraction(no_metric))
 
   def test_first_evaluation_at_or_below_a_value(self):
-    self.assertEqual(ablation_report.reaches_value(run(0, (0.6, 0.3, 0.29, 0.1)), 0.29),
+    self.assertEqual(stats.reaches_value(run(0, (0.6, 0.3, 0.29, 0.1)), 0.29),
                      (6, 60.0))  # at the value counts
-    self.assertIsNone(ablation_report.reaches_value(run(0, (0.6, 0.3, 0.29)), 0.2))
+    self.assertIsNone(stats.reaches_value(run(0, (0.6, 0.3, 0.29)), 0.2))
     # Post-SFT is not an RL evaluation: a run already below the value needs one step.
-    self.assertEqual(ablation_report.reaches_value(run(0, (0.1, 0.2, 0.05)), 0.15),
+    self.assertEqual(stats.reaches_value(run(0, (0.1, 0.2, 0.05)), 0.15),
                      (6, 60.0))
 
   def test_steps_to_the_baselines_final_value(self):
     # GRPO's finals per seed: 0.29, 0.2, 0.25, 0.35, each first reached at its step 9.
-    comp = ablation_report.compare(summary()["arms"])
+    comp = stats.compare(summary()["arms"])
     grpo = comp["grpo"]["steps_to_baseline_bug_prob"]
     self.assertEqual((grpo["steps"], grpo["targets"]), ([9, 9, 9, 9], [0.29, 0.2, 0.25, 0.35]))
     self.assertNotIn("match_steps_ratio", comp["grpo"])
@@ -80,18 +82,18 @@ class StepsSavedTest(absltest.TestCase):
     self.assertEqual(label, "RL steps to half p_bug / grpo's, 95% CI")
 
   def test_ratio_test_pairs_seeds_both_reached(self):
-    test = ablation_report.ratio_test({0: 3.0, 1: 6.0, 2: None, 3: 3.0},
-                                      {0: 9.0, 1: 6.0, 2: 9.0, 3: None})
+    test = stats.ratio_test({0: 3.0, 1: 6.0, 2: None, 3: 3.0},
+                            {0: 9.0, 1: 6.0, 2: 9.0, 3: None})
     self.assertEqual(test["seeds"], [0, 1])
     np.testing.assert_allclose(test["per_seed"], [1 / 3, 1.0])
     np.testing.assert_allclose(test["geomean"], math.sqrt(1 / 3))
     self.assertEqual((test["arm_never"], test["baseline_never"]), ([2], [3]))
     lo, hi = test["interval"]
     self.assertTrue(1 / 3 - 1e-12 <= lo <= test["geomean"] <= hi <= 1.0 + 1e-12)
-    self.assertNotIn("geomean", ablation_report.ratio_test({0: None}, {0: 3.0}))
+    self.assertNotIn("geomean", stats.ratio_test({0: None}, {0: 3.0}))
 
   def test_comparison_from_the_summary_alone(self):
-    comp = ablation_report.compare(summary()["arms"])
+    comp = stats.compare(summary()["arms"])
     self.assertEqual(comp["grpo"]["steps_to_half"]["steps"], [9, 9, 9, None])
     self.assertNotIn("half_steps_ratio", comp["grpo"])
     focus = comp["rcca_focus"]
@@ -135,7 +137,7 @@ class StepsSavedTest(absltest.TestCase):
     self.assertNotIn("grpo_neg_scaled", text)
 
   def test_tables_and_figure(self):
-    text = ablation_report.markdown({"comparison": ablation_report.compare(
+    text = ablation_report.markdown({"comparison": stats.compare(
         summary()["arms"]), "arms": summary()["arms"]})
     self.assertIn("| rcca_focus | 3, 6, never, 3 | 36, 72, never, 36 | 0.47 [", text)
     self.assertIn("| rcca_focus | 3, 6, never, 3 | 36, 72, never, 36 | 0.42 [", text)

@@ -10,10 +10,10 @@ import numpy as np
 from absl.testing import absltest
 
 from experiments import ablation_small
-from rcca_jax import ablation
-from rcca_jax.ablation import __main__ as ablation_main
-from rcca_jax import sweep
-from rcca_jax import sweep_report
+from rcca_jax.study import ablation
+from rcca_jax.study import __main__ as study_main
+from rcca_jax.study import sweep
+from rcca_jax.study import sweep_report
 from rcca_jax.train import config_check
 from tests.fixtures import sweep_fixtures
 
@@ -67,7 +67,7 @@ class SweepTest(absltest.TestCase):
     workdir = self.create_tempdir().full_path
     os.makedirs(os.path.join(workdir, "a"))
     with mock.patch.object(ablation, "run") as run:
-      ablation_main._main_sweep(sweep_config("a,b"), workdir, 2, report_only=True)  # pylint: disable=protected-access
+      study_main._main_sweep(sweep_config("a,b"), workdir, 2, report_only=True)  # pylint: disable=protected-access
       run.assert_not_called()
     self.assertTrue(os.path.isfile(os.path.join(workdir, "a", "summary.json")))
     self.assertFalse(os.path.exists(os.path.join(workdir, "b")))
@@ -77,7 +77,7 @@ class SweepTest(absltest.TestCase):
     workdir = self.create_tempdir().full_path
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
     env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-    script = ("import sys, jax, jax.numpy as jnp; from rcca_jax.ablation import __main__ as m; "
+    script = ("import sys, jax, jax.numpy as jnp; from rcca_jax.study import __main__ as m; "
               "print(m.use_compile_cache(sys.argv[1])); "
               "jax.jit(lambda x: jnp.sin(x) * 2)(jnp.ones(3)).block_until_ready()")
     out = subprocess.run([sys.executable, "-c", script, workdir], env=env, check=True,
