@@ -756,7 +756,7 @@ class Matrix:
 
 def child_grading_failed(failed: int, workdir: str) -> None:
   """Runs the job in this process with `failed` of every 8-job batch unscorable."""
-  from rcca_jax.credit.localize import POST_PROCESS  # pylint: disable=import-outside-toplevel
+  from rcca_jax.credit.localize import localize_record  # pylint: disable=import-outside-toplevel
   from rcca_jax.evaluation import pool as pool_lib  # pylint: disable=import-outside-toplevel
   from rcca_jax.evaluation.grader import make_grader  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import faults  # pylint: disable=import-outside-toplevel
@@ -777,7 +777,7 @@ def child_grading_failed(failed: int, workdir: str) -> None:
     except (ValueError, SyntaxError):
       node[leaf] = value
   job = sections.job_config(config)
-  pool = make_grader(job.eval.evaluator, workers=1, post_process=POST_PROCESS)
+  pool = make_grader(job.eval.evaluator, workers=1, post_process=localize_record)
 
   class FailingGrader:
     """The pool; in each batch of 8 (an RL step's), the first `failed` jobs get the
@@ -792,7 +792,7 @@ def child_grading_failed(failed: int, workdir: str) -> None:
       graded = iter(pool.run([j for i, j in enumerate(jobs) if i not in lose], progress))
       for i, job_ in enumerate(jobs):
         yield (pool_lib.failed_record(job_, "the evaluation worker died (injected)",
-                                      pool.config, pool._post_fn)  # pylint: disable=protected-access
+                                      pool.config, pool.post_process)
                if i in lose else next(graded))
 
     def close(self):

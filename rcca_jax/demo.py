@@ -15,10 +15,11 @@ import tempfile
 import time
 
 from rcca_jax import evaluate
+from rcca_jax.credit.localize import localize_record
 from rcca_jax.data import responses as responses_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation.config import EvalConfig
-from rcca_jax.evaluation.pool import EvalPool, resolve_post_process
+from rcca_jax.evaluation.pool import EvalPool
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "data" / "examples"
 
@@ -40,19 +41,12 @@ def main(argv: list[str] | None = None) -> int:
   expected = []
   if (root / "expected.jsonl").exists():
     expected = [json.loads(l) for l in (root / "expected.jsonl").read_text().splitlines() if l]
-  post = evaluate.POST_PROCESS
-  try:
-    resolve_post_process(post)
-  except ImportError as e:
-    print(f"note: credit localization is not available ({e}); records keep the evaluator's "
-          "own spans", file=sys.stderr)
-    post = None
   out_path = args.out or os.path.join(tempfile.mkdtemp(prefix="rcca_demo_"), "evaluations.jsonl")
   summary = evaluate.Summary()
   start = time.monotonic()
   print(f"{'task':14s} {'sample':>6s} {'variant':26s} {'reward':>6s} {'expect':>6s}  "
         f"{'gates':22s} failed rubrics")
-  with EvalPool(EvalConfig(), workers=args.workers, post_process=post) as pool, \
+  with EvalPool(EvalConfig(), workers=args.workers, post_process=localize_record) as pool, \
       open(out_path, "w", encoding="utf-8") as out:
     for i, record in enumerate(pool.run(jobs)):
       out.write(json.dumps(record, ensure_ascii=False) + "\n")

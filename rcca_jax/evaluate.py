@@ -21,13 +21,13 @@ import json
 import sys
 from typing import Iterable
 
-from rcca_jax.credit.localize import POST_PROCESS
+from rcca_jax.credit.localize import localize_record
 from rcca_jax.data import responses as responses_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import evaluator as evaluator_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation import grader as grader_lib
-from rcca_jax.evaluation.pool import Job
+from rcca_jax.evaluation.pool import Job, PostProcess
 
 
 def make_jobs(tasks: Iterable, items: Iterable) -> list[Job | dict]:
@@ -81,10 +81,13 @@ class Summary:
 
 
 def evaluate_files(tasks_path: str, responses_path: str, out_path: str, *,
-                   config: EvalConfig, workers: int = 1, post_process: str | None = None,
+                   config: EvalConfig, workers: int = 1,
+                   post_process: PostProcess | None = None,
                    progress: bool | None = None, backend: str = "pool",
                    ray_address: str | None = None, cache_dir: str = "") -> Summary:
-  """Runs the whole evaluation; raises TaskFileError when the task file is malformed."""
+  """Runs the whole evaluation, each record passed through `post_process` in the
+  workers (the CLI's: `localize_record`); raises TaskFileError when the task file is
+  malformed."""
   tasks = tasks_lib.load_tasks(tasks_path)
   jobs = make_jobs(tasks, responses_lib.load_responses(responses_path))
   summary = Summary()
@@ -112,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--judge-url", default=None, help="OpenAI-compatible base URL")
   parser.add_argument("--judge-model", default=None)
   parser.add_argument("--no-localize", action="store_true",
-                      help=f"skip credit localization ({POST_PROCESS})")
+                      help="skip credit localization "
+                           "(rcca_jax.credit.localize.localize_record)")
   parser.add_argument("--config", default=None, help="JSON file of EvalConfig overrides")
   parser.add_argument("--progress", action="store_true", help="always show a progress bar")
   parser.add_argument("--backend", choices=grader_lib.BACKENDS, default="pool",
@@ -141,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
   try:
     summary = evaluate_files(args.tasks, args.responses, args.out, config=config,
                              workers=args.workers,
-                             post_process=None if args.no_localize else POST_PROCESS,
+                             post_process=None if args.no_localize else localize_record,
                              progress=True if args.progress else None,
                              backend=args.backend, ray_address=args.ray_address,
                              cache_dir=args.cache or "")
@@ -151,8 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.tasks}: {len(e.errors)} error(s); nothing was evaluated", file=sys.stderr)
     return 2
   except ImportError as e:
-    hint = " (run with --no-localize to skip it)" if "post-process" in str(e) else ""
-    print(f"error: {e}{hint}", file=sys.stderr)
+    print(f"error: {e}", file=sys.stderr)
     return 2
   except OSError as e:
     print(f"error: {e}", file=sys.stderr)

@@ -8,6 +8,11 @@ comes first; reading the source (element look-ups, bindings) fills in where the 
 had nothing to say. All work is in app coordinates, converted to response spans
 at the end; the result is deterministic.
 
+`localize_record` is the graders' post-process: the trainer (`train/programs.py`) and
+`python -m rcca_jax.evaluate` pass it to `evaluation.grader.make_grader`, whose workers
+import it by name and run it on every record; the grading cache hashes this module's
+sources and those it imports.
+
 Each kind of evidence has its rule in `rcca_jax.credit.rules` (exceptions and hangs,
 listeners and bindings, CSS, elements and missing targets), a pure function of the
 evidence and the app's `AppView` returning a `Blame`; `localize_issue` composes them.
@@ -36,9 +41,6 @@ from rcca_jax.credit.rules.view import AppView, is_span
 
 QUOTE_THRESHOLD = 0.8
 _MIN_QUOTE = 8
-# The graders' post-process (`evaluation.pool.resolve_post_process`): `localize_record`,
-# named so that spawned workers import it themselves and the grading cache hashes it.
-POST_PROCESS = f"{__name__}:localize_record"
 
 
 def localize_record(record: dict[str, Any], response: str) -> dict[str, Any]:

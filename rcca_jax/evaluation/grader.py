@@ -3,8 +3,10 @@
 The trainer and the evaluation loop only call `run`, read `stats` and `close`.
 `EvalPool` (browser workers in processes, a deadline per response) and `RayPool`
 (the same workers as Ray actors, on a cluster) implement it; `make_grader` builds either
-by backend name, optionally behind the on-disk grading cache (`grading_cache`). A
-grading service fits by implementing the same three members.
+by backend name, optionally behind the on-disk grading cache (`grading_cache`), with
+the post-process its workers run on each record (the trainer passes
+`credit.localize.localize_record`). A grading service fits by implementing the same
+three members.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grading_cache import CachedGrader
-from rcca_jax.evaluation.pool import EvalPool, Job
+from rcca_jax.evaluation.pool import EvalPool, Job, PostProcess
 
 BACKENDS = ("pool", "ray")
 
@@ -33,12 +35,13 @@ class Grader(Protocol):
     """Frees workers; a later `run` starts them again."""
 
 
-def make_grader(config: EvalConfig, *, workers: int = 1, post_process: str | None = None,
-                backend: str = "pool", ray_address: str | None = None,
-                cache_dir: str = "") -> Grader:
+def make_grader(config: EvalConfig, *, workers: int = 1,
+                post_process: PostProcess | None = None, backend: str = "pool",
+                ray_address: str | None = None, cache_dir: str = "") -> Grader:
   """A process pool (`backend="pool"`) or Ray actors (`"ray"`, on `ray_address` or a
-  local Ray instance) of `workers` browsers; behind the on-disk grading cache in
-  `cache_dir` when one is given (`grading_cache.CachedGrader`)."""
+  local Ray instance) of `workers` browsers, whose workers pass each record through
+  `post_process` (a module-level function, `pool.check_post_process`); behind the
+  on-disk grading cache in `cache_dir` when one is given (`grading_cache.CachedGrader`)."""
   if backend == "pool":
     grader: Grader = EvalPool(config, workers=workers, post_process=post_process)
   elif backend == "ray":

@@ -2,8 +2,9 @@
 
 `CachedGrader(grader, directory, config=..., post_process=...)` implements `Grader`.
 A job's key is the SHA-256 of the canonical JSON of the task, the response text, the
-evaluator config, the post-process name and `code_version(post_process)` (a hash of the
-grading code's source files and the Chromium binary), so a code
+evaluator config, the post-process's name (`post_process_name`: "module:function") and
+`code_version(post_process)` (a hash of the grading code's source files, the
+post-process's module and its imports included, and the Chromium binary), so a code
 change never serves an old record. Records live one per key in `DIR/KEY[:2]/KEY.json`,
 written to a temporary file and renamed (atomic), so several processes (a resumed run,
 every arm of a seed) share one directory safely. A hit is the stored record with this
@@ -35,7 +36,7 @@ from typing import Any
 from rcca_jax.evaluation import pool as pool_lib
 from rcca_jax.evaluation.browser import find_chromium
 from rcca_jax.evaluation.config import EvalConfig
-from rcca_jax.evaluation.pool import Job
+from rcca_jax.evaluation.pool import Job, PostProcess
 from rcca_jax.evaluation.record import UNSCORABLE
 
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # rcca_jax/
@@ -73,11 +74,19 @@ def _imports(path: pathlib.Path, name: str) -> set[str]:
   return {n for n in out if n.startswith("rcca_jax")}
 
 
-def grading_files(post_process: str | None) -> list[pathlib.Path]:
+def post_process_name(post_process: PostProcess | None) -> str:
+  """"module:function" of a post-process ("" for none): the name it is imported by."""
+  if post_process is None:
+    return ""
+  return f"{post_process.__module__}:{post_process.__qualname__}"
+
+
+def grading_files(post_process: PostProcess | None) -> list[pathlib.Path]:
   """The source files grading runs: every file of `rcca_jax/evaluation/`, and the
-  rcca_jax modules the pool, the evaluator and the post-process import (transitively,
-  with their packages' `__init__.py` and the data files beside them, e.g. grammars)."""
-  todo = list(_ROOTS) + ([post_process.partition(":")[0]] if post_process else [])
+  rcca_jax modules the pool, the evaluator and the post-process's module import
+  (transitively, with their packages' `__init__.py` and the data files beside them,
+  e.g. grammars)."""
+  todo = list(_ROOTS) + ([post_process.__module__] if post_process else [])
   seen: set[str] = set()
   files = {p for p in (_PACKAGE / "evaluation").iterdir() if p.is_file()}
   while todo:
@@ -98,7 +107,7 @@ def grading_files(post_process: str | None) -> list[pathlib.Path]:
 
 
 @functools.lru_cache(maxsize=None)
-def code_version(post_process: str | None) -> str:
+def code_version(post_process: PostProcess | None) -> str:
   """A hash of the grading code (`grading_files`) and the Chromium binary (path, size,
   mtime); computed once per process and post-process."""
   h = hashlib.sha256()
@@ -112,11 +121,11 @@ def code_version(post_process: str | None) -> str:
   return h.hexdigest()
 
 
-def job_key(task: Any, response: str, config: EvalConfig, post_process: str | None,
-            version: str) -> str:
+def job_key(task: Any, response: str, config: EvalConfig,
+            post_process: PostProcess | None, version: str) -> str:
   """The content hash that names a job's record."""
   payload = {"task": task.to_json(), "response": response, "config": config.to_dict(),
-             "post_process": post_process or "", "version": version}
+             "post_process": post_process_name(post_process), "version": version}
   text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
   return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -147,7 +156,7 @@ class CachedGrader:
   misses: jobs graded, stored: records written)."""
 
   def __init__(self, grader: Any, directory: str | os.PathLike, *, config: EvalConfig,
-               post_process: str | None):
+               post_process: PostProcess | None):
     self.grader = grader
     self.directory = pathlib.Path(directory)
     self.config = config

@@ -8,7 +8,9 @@ in a row end `run()` with one error naming the last. The parent enforces a wall-
 deadline per response: a worker that overruns is killed (SIGTERM, then SIGKILL) and
 replaced, and the response is graded again (`infra_retries`), then gets an unscorable
 record (format/source computed in the parent, runtime failed with the reason). Workers
-are recycled after a number of apps. Results come back exactly once per job, in input
+are recycled after a number of apps. A worker passes each record through the pool's
+post-process, a module-level function that the spawn pickles by reference (the trainer's
+is `credit.localize.localize_record`). Results come back exactly once per job, in input
 order. Each worker and its browser keep their temporary files (profiles) under the
 pool's own directory, removed by `close()` with any browser left in it, and run under
 an OS memory limit (`worker_memory_mb`, RLIMIT_DATA).
@@ -17,10 +19,10 @@ an OS memory limit (`worker_memory_mb`, RLIMIT_DATA).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
 import resource
 import shutil
 import signal
@@ -36,23 +38,24 @@ from rcca_jax.evaluation.record import UNSCORABLE
 _KILL_GRACE = 2.0
 _POLL = 0.05
 GRADING_FAILED = "grading_failed"  # record key: why grading of the response never finished
+# A record's post-process, run in the workers: (record, response) -> record.
+PostProcess = Callable[[dict, str], dict]
 
 
-def resolve_post_process(spec: str | None) -> Callable[[dict, str], dict] | None:
-  """Imports `module:function`; raises ImportError with a clear message on failure."""
-  if not spec:
+def check_post_process(fn: PostProcess | None) -> PostProcess | None:
+  """`fn` if the workers can run it: None, or a module-level function, which pickles by
+  reference so that each worker (a spawned process, a Ray actor) imports it by name.
+  TypeError otherwise (a string, a lambda, a nested function)."""
+  if fn is None:
     return None
-  module_name, _, attr = spec.partition(":")
-  if not module_name or not attr:
-    raise ImportError(f"post-process {spec!r}: expected 'package.module:function'")
+  if not (callable(fn) and hasattr(fn, "__qualname__")):
+    raise TypeError(f"post-process {fn!r}: expected a function such as "
+                    "rcca_jax.credit.localize.localize_record")
   try:
-    module = importlib.import_module(module_name)
-  except Exception as e:  # pylint: disable=broad-except
-    raise ImportError(f"post-process {spec!r}: cannot import {module_name!r}: "
-                      f"{type(e).__name__}: {e}") from e
-  fn = getattr(module, attr, None)
-  if not callable(fn):
-    raise ImportError(f"post-process {spec!r}: {module_name!r} has no function {attr!r}")
+    pickle.dumps(fn)
+  except (pickle.PicklingError, AttributeError, TypeError) as e:
+    raise TypeError(f"post-process {fn!r}: not a module-level function, so the workers "
+                    f"cannot import it: {e}") from e
   return fn
 
 
@@ -138,7 +141,7 @@ class Job:
   sample_id: int
 
 
-def _apply_post_process(fn, record: dict, response: str) -> dict:
+def _apply_post_process(fn: PostProcess | None, record: dict, response: str) -> dict:
   if fn is None:
     return record
   try:
@@ -150,7 +153,7 @@ def _apply_post_process(fn, record: dict, response: str) -> dict:
 
 
 def failed_record(job: Job, reason: str, config: EvalConfig,
-                  post_fn: Callable[[dict, str], dict] | None) -> dict:
+                  post_process: PostProcess | None) -> dict:
   """The record of a response whose grading never finished: format/source computed
   here, runtime failed with `reason`, then the post-process; `GRADING_FAILED` and
   `UNSCORABLE` hold the reason and `reward` is None (such a record describes the
@@ -159,12 +162,13 @@ def failed_record(job: Job, reason: str, config: EvalConfig,
   record = evaluator_lib.static_record(job.task, job.response, job.sample_id, reason,
                                        config).to_json()
   record.update({GRADING_FAILED: reason, UNSCORABLE: reason, "reward": None})
-  return _apply_post_process(post_fn, record, job.response)
+  return _apply_post_process(post_process, record, job.response)
 
 
-def _worker_main(conn, config: EvalConfig, post_process: str | None, max_jobs: int,
+def _worker_main(conn, config: EvalConfig, post_process: PostProcess | None, max_jobs: int,
                  tmp_dir: str) -> None:
-  """Worker loop: evaluate jobs until told to stop or `max_jobs` are done."""
+  """Worker loop: evaluate jobs until told to stop or `max_jobs` are done; `post_process`
+  came pickled by reference (the spawn imported its module here)."""
   os.setsid()  # own process group: the parent can kill us with our browser
   os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
   os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -176,7 +180,6 @@ def _worker_main(conn, config: EvalConfig, post_process: str | None, max_jobs: i
   done = 0
   ev = None
   try:
-    fn = resolve_post_process(post_process)
     ev = evaluator_lib.Evaluator(config)
     ev.start()
   except Exception as e:  # pylint: disable=broad-except
@@ -193,7 +196,7 @@ def _worker_main(conn, config: EvalConfig, post_process: str | None, max_jobs: i
       index, job = msg
       try:
         record = ev.evaluate(job.task, job.response, job.sample_id).to_json()
-        record = _apply_post_process(fn, record, job.response)
+        record = _apply_post_process(post_process, record, job.response)
       except Exception as e:  # pylint: disable=broad-except
         rec = evaluator_lib.static_record(job.task, job.response, job.sample_id,
                                           f"evaluator error: {type(e).__name__}: {e}", config)
@@ -215,7 +218,8 @@ def _worker_main(conn, config: EvalConfig, post_process: str | None, max_jobs: i
 
 
 class _Worker:
-  def __init__(self, ctx, config: EvalConfig, post_process: str | None, tmp_dir: str):
+  def __init__(self, ctx, config: EvalConfig, post_process: PostProcess | None,
+               tmp_dir: str):
     self.conn, child = ctx.Pipe()
     self.tmp_dir = tmp_dir
     os.makedirs(tmp_dir, exist_ok=True)
@@ -271,14 +275,14 @@ class _Worker:
 
 
 class EvalPool:
-  """N worker processes evaluating jobs; use as a context manager."""
+  """N worker processes evaluating jobs, each record passed through `post_process` in
+  its worker (`check_post_process`); use as a context manager."""
 
   def __init__(self, config: EvalConfig | None = None, workers: int = 1,
-               post_process: str | None = None):
+               post_process: PostProcess | None = None):
     self.config = config or EvalConfig()
     self.num_workers = max(1, int(workers))
-    self.post_process = post_process
-    self._post_fn = resolve_post_process(post_process)  # fail fast, in the parent
+    self.post_process = check_post_process(post_process)  # fail fast, in the parent
     self._ctx = multiprocessing.get_context("spawn")
     self._workers: list[_Worker] = []
     # The workers' temporary files (browser profiles); `close` removes it.
@@ -320,7 +324,7 @@ class EvalPool:
     shutil.rmtree(self.tmp_dir, ignore_errors=True)
 
   def _timeout_record(self, job: Job, reason: str) -> dict:
-    return failed_record(job, reason, self.config, self._post_fn)
+    return failed_record(job, reason, self.config, self.post_process)
 
   def run(self, jobs: Iterable[Job | dict], progress: bool | None = None) -> Iterator[dict]:
     """Yields one record dict per job, in input order. A dict job is passed through."""

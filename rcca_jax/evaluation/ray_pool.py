@@ -3,12 +3,13 @@
 Each actor (one CPU, placed with Ray's SPREAD strategy) owns an `EvalPool` of one
 worker process, i.e. one browser, so grading on any node has the local pool's page
 session, per-response deadline (an overrunning worker is killed and replaced),
-recycling, hostile-app containment (own process group, Chromium killed by pid) and
-network policy. The driver keeps one response in flight per actor and yields one record
-per job in input order. An actor that dies (its node lost, its process killed) or does
-not answer within `actor_timeout` is killed and replaced, and its response retried once;
-a second loss records the response as failed (format/source computed in the driver,
-runtime failed with the reason).
+recycling, hostile-app containment (own process group, Chromium killed by pid), network
+policy and post-process (sent by reference: each actor imports its module). The driver
+keeps one response in flight per actor and yields one record per job in input order. An
+actor that dies (its node lost, its process killed) or does not answer within
+`actor_timeout` is killed and replaced, and its response retried once; a second loss
+records the response as failed (format/source computed in the driver, runtime failed
+with the reason).
 
 With `address=None` a Ray instance is started on this machine (or the one already
 initialised in this process is used) and shut down by `close`; otherwise the driver
@@ -23,8 +24,8 @@ import time
 from typing import Any, Iterable, Iterator
 
 from rcca_jax.evaluation.config import EvalConfig
-from rcca_jax.evaluation.pool import (EvalPool, Job, failed_record, in_input_order,
-                                      resolve_post_process)
+from rcca_jax.evaluation.pool import (EvalPool, Job, PostProcess, check_post_process,
+                                      failed_record, in_input_order)
 
 _POLL = 0.05
 _COUNTERS = ("timeouts", "worker_deaths", "recycled")
@@ -33,7 +34,7 @@ _COUNTERS = ("timeouts", "worker_deaths", "recycled")
 class _GraderActor:
   """A Ray actor: one `EvalPool` worker (one browser) grading one job at a time."""
 
-  def __init__(self, config: EvalConfig, post_process: str | None):
+  def __init__(self, config: EvalConfig, post_process: PostProcess | None):
     self.pool = EvalPool(config, workers=1, post_process=post_process)
 
   def grade(self, job: Job) -> tuple[dict, dict[str, int]]:
@@ -50,7 +51,7 @@ class RayPool:
   """`workers` Ray actors grading jobs (see the module docstring); a context manager."""
 
   def __init__(self, config: EvalConfig | None = None, workers: int = 1,
-               post_process: str | None = None, address: str | None = None,
+               post_process: PostProcess | None = None, address: str | None = None,
                actor_timeout: float | None = None):
     """`actor_timeout` (default: twice the response deadline plus 60 s for a browser
     start) bounds one call of an actor before it counts as lost."""
@@ -61,8 +62,7 @@ class RayPool:
     self._ray = ray
     self.config = config or EvalConfig()
     self.num_workers = max(1, int(workers))
-    self.post_process = post_process
-    self._post_fn = resolve_post_process(post_process)  # fail fast, in the driver
+    self.post_process = check_post_process(post_process)  # fail fast, in the driver
     self.address = address
     self.actor_timeout = (actor_timeout if actor_timeout is not None
                           else 2 * self.config.response_deadline + 60.0)
@@ -167,4 +167,4 @@ class RayPool:
         pending.appendleft(index)  # retried once, first in line
       else:
         results[index] = failed_record(jobs[index], f"{reason}; retried once",
-                                       self.config, self._post_fn)
+                                       self.config, self.post_process)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rcca_jax.credit.localize import POST_PROCESS
+from rcca_jax.credit.localize import localize_record
 from rcca_jax.data import batching
 from rcca_jax.data import chat
 from rcca_jax.data.selection import resolve_path
@@ -46,7 +46,8 @@ def step_seed(rng: jax.Array, step: int) -> int:
 class Programs:
   """The tokenizer, the policy (`fmodel`, `model_cfg`), its meshes, sampler, compiled
   programs and grader. `sampler` and `grader` replace the in-process `JaxSampler` and the browser
-  `EvalPool`."""
+  `EvalPool` (a grader given here is used as it is: its records are localized only if it
+  does so itself)."""
 
   def __init__(self, job: sections.JobConfig, *, sampler: Optional[Sampler] = None,
                grader: Optional[Grader] = None):
@@ -90,14 +91,13 @@ class Programs:
   # ---- grader ----------------------------------------------------------------------
 
   def grader(self) -> Grader:
-    """The grader (started on first use): evaluator records localized by
-    `credit.localize` in its workers."""
+    """The grader (started on first use): its workers localize every evaluator record
+    with `credit.localize.localize_record`, the grader's post-process."""
     if self._grader is None:
       e = self.job.eval
-      self._grader = make_grader(e.evaluator,
-                                 workers=e.workers, post_process=POST_PROCESS,
-                                 backend=e.backend, ray_address=e.ray_address,
-                                 cache_dir=e.grading_cache)
+      self._grader = make_grader(e.evaluator, workers=e.workers,
+                                 post_process=localize_record, backend=e.backend,
+                                 ray_address=e.ray_address, cache_dir=e.grading_cache)
     return self._grader
 
   def close_grader(self) -> None:

@@ -257,12 +257,14 @@ class Trainer:
     return state
 
   def rl_step(self, state, step: int, parts: _RlParts) -> tuple[Any, dict, bool]:
-    """RL step `step` (0-based): sample, grade (localized in the grader's workers;
-    unscorable ones again), token weights, batch, update, checkpoint, row. Returns
-    the state, the row and whether the run is asked to stop (checkpointed then)."""
+    """RL step `step` (0-based): sample; grade and localize (the grader's workers run
+    `credit.localize.localize_record` on every record, `Programs.grader`), unscorable
+    ones graded again; token weights; batch; update; checkpoint; row. Returns the
+    state, the row and whether the run is asked to stop (checkpointed then)."""
     t0, p, r = time.time(), self.programs, self.job.rl
     cached, deaths = p.cache_counts(), p.grader().stats.get("worker_deaths", 0)
     rollouts = parts.source.sample(state, step)
+    # Grade and localize: each record's spans recomputed by the worker that graded it.
     times = parts.source.grade(rollouts, state, step)
     regraded = rollouts_lib.settle_unscorable(
         p.grader(), rollouts, step=step + 1, max_share=r.max_unscorable,

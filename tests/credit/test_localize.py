@@ -6,12 +6,14 @@ browser tests at the end run the real evaluator on small apps.
 """
 
 import copy
+import pickle
 
 from absl.testing import absltest, parameterized
 import pytest
 
 from rcca_jax.credit.localize import localize_record, match_quote
 from rcca_jax.evaluation.extract import extract_app
+from rcca_jax.evaluation.pool import check_post_process
 
 _APP = """<!DOCTYPE html>
 <html><head><meta charset="utf-8"><style>
@@ -580,10 +582,10 @@ class RealEvaluatorTest(absltest.TestCase):
 
 class PostProcessHookTest(absltest.TestCase):
 
-  def test_evaluator_pool_resolves_the_hook(self):
-    from rcca_jax.evaluation.pool import resolve_post_process
-    self.assertIs(resolve_post_process("rcca_jax.credit.localize:localize_record"),
-                  localize_record)
+  def test_the_graders_workers_import_it_by_name(self):
+    self.assertIs(check_post_process(localize_record), localize_record)
+    self.assertIn(b"rcca_jax.credit.localize", pickle.dumps(localize_record))  # by reference
+    self.assertIs(pickle.loads(pickle.dumps(localize_record)), localize_record)
 
 
 _RENAMED_APP = """<!DOCTYPE html><html><head><style>.dark { background: #000; }</style></head>

@@ -6,12 +6,14 @@ import json
 import multiprocessing
 import os
 import pathlib
+import shutil
+from unittest import mock
 
 from absl.testing import absltest
 import pytest
 
 from experiments import tiny_cpu
-from rcca_jax.credit.localize import POST_PROCESS
+from rcca_jax.credit.localize import localize_record
 from rcca_jax.data import responses as responses_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluate import evaluate_files, make_jobs
@@ -20,9 +22,9 @@ from rcca_jax.evaluation import pool as pool_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.grader import make_grader
 from rcca_jax.train import config_check
+from tests.fixtures.app_fixtures import die_once
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "data" / "examples"
-DIE_ONCE = "test_grading_cache:die_once"
 TASK = tasks_lib.parse_task({
     "id": "p", "request": "a heading",
     "rubrics": [{"id": "r1", "kind": "initial", "level": "core", "text": "shows Hi",
@@ -32,17 +34,6 @@ TASK = tasks_lib.parse_task({
 def _app(text: str, script: str = "") -> str:
   return (f"```html\n<!DOCTYPE html><html><body><h1>{text}</h1><script>{script}</script>"
           "</body></html>\n```")
-
-
-def die_once(record: dict, response: str) -> dict:
-  """Post-process (run in the workers): the first call ends its worker process; the file
-  named by $DIE_ONCE_MARKER records that it happened."""
-  del response
-  marker = os.environ["DIE_ONCE_MARKER"]
-  if not os.path.exists(marker):
-    open(marker, "w").close()
-    os._exit(3)
-  return record
 
 
 def _example_jobs(indices) -> list[pool_lib.Job]:
@@ -63,24 +54,31 @@ def _stored(directory: str) -> list[str]:
 class KeyTest(absltest.TestCase):
 
   def test_key_changes_with_each_part(self):
-    config, version = EvalConfig(), cache_lib.code_version(POST_PROCESS)
-    base = cache_lib.job_key(TASK, _app("Hi"), config, POST_PROCESS, version)
-    self.assertEqual(base, cache_lib.job_key(TASK, _app("Hi"), EvalConfig(), POST_PROCESS,
-                                             cache_lib.code_version(POST_PROCESS)))
+    post, config = localize_record, EvalConfig()
+    version = cache_lib.code_version(post)
+    base = cache_lib.job_key(TASK, _app("Hi"), config, post, version)
+    self.assertEqual(base, cache_lib.job_key(TASK, _app("Hi"), EvalConfig(), post,
+                                             cache_lib.code_version(post)))
     other_task = dataclasses.replace(TASK, request="a big heading")
     variants = [
-        cache_lib.job_key(TASK, _app("Hi!"), config, POST_PROCESS, version),
-        cache_lib.job_key(other_task, _app("Hi"), config, POST_PROCESS, version),
-        cache_lib.job_key(TASK, _app("Hi"), EvalConfig(load_timeout=6.0), POST_PROCESS, version),
-        cache_lib.job_key(TASK, _app("Hi"), EvalConfig(reward={"floor": 0.3}), POST_PROCESS,
+        cache_lib.job_key(TASK, _app("Hi!"), config, post, version),
+        cache_lib.job_key(other_task, _app("Hi"), config, post, version),
+        cache_lib.job_key(TASK, _app("Hi"), EvalConfig(load_timeout=6.0), post, version),
+        cache_lib.job_key(TASK, _app("Hi"), EvalConfig(reward={"floor": 0.3}), post,
                           version),
         cache_lib.job_key(TASK, _app("Hi"), config, None, version),
-        cache_lib.job_key(TASK, _app("Hi"), config, POST_PROCESS, "another version"),
+        cache_lib.job_key(TASK, _app("Hi"), config, post, "another version"),
     ]
     self.assertLen(set(variants + [base]), len(variants) + 1)
+    # The name the pool took as a string before it took the function: keys are
+    # computed as they were.
+    self.assertEqual(cache_lib.post_process_name(post),
+                     "rcca_jax.credit.localize:localize_record")
+    self.assertEqual(cache_lib.post_process_name(None), "")
 
   def test_the_version_covers_the_grading_code(self):
-    names = {str(p.relative_to(cache_lib._PACKAGE)) for p in cache_lib.grading_files(POST_PROCESS)}
+    names = {str(p.relative_to(cache_lib._PACKAGE))
+             for p in cache_lib.grading_files(localize_record)}
     for name in ("evaluation/evaluator.py", "evaluation/page_session.py",
                  "evaluation/grading_cache.py", "credit/localize.py", "credit/context.py",
                  "credit/targets.py", "base/dsl.py", "base/rubric_dsl.lark"):
@@ -88,7 +86,35 @@ class KeyTest(absltest.TestCase):
     self.assertNotIn("credit/localize.py",
                      {str(p.relative_to(cache_lib._PACKAGE))
                       for p in cache_lib.grading_files(None)})
-    self.assertNotEqual(cache_lib.code_version(POST_PROCESS), cache_lib.code_version(None))
+    self.assertNotEqual(cache_lib.code_version(localize_record), cache_lib.code_version(None))
+
+  def test_an_edit_of_the_post_process_module_regrades(self):
+    # The version of a copy of the package, edited file by file.
+    package = pathlib.Path(self.create_tempdir().full_path) / "rcca_jax"
+    shutil.copytree(cache_lib._PACKAGE, package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    self.enter_context(mock.patch.object(cache_lib, "_PACKAGE", package))
+    self.addCleanup(cache_lib.code_version.cache_clear)
+    directory = self.create_tempdir().full_path
+    job = pool_lib.Job(TASK, _app("Hi"), 0)
+
+    def graded(edit: str = "") -> bool:
+      """Whether `job` is graded (not served) after `edit` gets a comment line."""
+      if edit:
+        with open(package / edit, "a", encoding="utf-8") as f:
+          f.write("# edited\n")
+      cache_lib.code_version.cache_clear()
+      grader = cache_lib.CachedGrader(_CannedGrader(), directory, config=EvalConfig(),
+                                      post_process=localize_record)
+      list(grader.run([job]))
+      return grader.stats["cache_misses"] == 1
+
+    self.assertTrue(graded())
+    self.assertFalse(graded())
+    self.assertFalse(graded("train/trainer.py"))  # not grading code
+    self.assertTrue(graded("credit/localize.py"))  # the post-process's module
+    self.assertFalse(graded())
+    self.assertTrue(graded("credit/context.py"))  # a module it imports
 
   def test_what_is_never_stored(self):
     ok = {"reward": 1.0, "issues": [], "rubrics": [{"id": "r1", "passed": True}]}
@@ -200,12 +226,13 @@ def _check_equal_to_fresh(test, indices):
   a worker."""
   jobs = _example_jobs(indices)
   config = EvalConfig()
-  with make_grader(config, workers=2, post_process=POST_PROCESS) as pool:
+  with make_grader(config, workers=2, post_process=localize_record) as pool:
     fresh = list(pool.run(jobs, progress=False))
   unique = {(j.task.id, j.response): cache_lib.is_hang(r) for j, r in zip(jobs, fresh)}
   hangs = sum(unique.values())
   directory = test.create_tempdir().full_path
-  with make_grader(config, workers=2, post_process=POST_PROCESS, cache_dir=directory) as cold:
+  with make_grader(config, workers=2, post_process=localize_record,
+                   cache_dir=directory) as cold:
     first = list(cold.run(jobs, progress=False))
     test.assertIn("timeouts", cold.stats)
     copies = sum(unique[(j.task.id, j.response)] for j in jobs)  # each hang copy graded
@@ -213,7 +240,7 @@ def _check_equal_to_fresh(test, indices):
     test.assertEqual(cold.stats["cache_hits"], len(jobs) - cold.stats["cache_misses"])
     test.assertLen(_stored(directory), cold.stats["cache_stored"])
   relabeled = [dataclasses.replace(j, sample_id=100 + i) for i, j in enumerate(jobs)]
-  warm = make_grader(config, workers=2, post_process=POST_PROCESS, cache_dir=directory)
+  warm = make_grader(config, workers=2, post_process=localize_record, cache_dir=directory)
   second = list(warm.run(relabeled, progress=False))
   if not hangs:
     test.assertEqual(warm.grader._workers, [])  # nothing was graded
@@ -253,7 +280,7 @@ class CacheInTheBrowserTest(absltest.TestCase):
     for name in ("first", "second"):
       out = os.path.join(directory, f"{name}.jsonl")
       summary = evaluate_files(str(EXAMPLES / "tasks.jsonl"), path.full_path, out,
-                               config=EvalConfig(), post_process=POST_PROCESS,
+                               config=EvalConfig(), post_process=localize_record,
                                cache_dir=os.path.join(directory, "cache"))
       self.assertEqual(summary.count, 2)
       with open(out, encoding="utf-8") as f:
@@ -269,7 +296,7 @@ class CacheInTheBrowserTest(absltest.TestCase):
     job = pool_lib.Job(TASK, _app("Hi"), 0)
     # infra_retries=0: the death itself is recorded (by default the pool grades the
     # response again on a new worker: tests/evaluation/test_pool_faults.py).
-    with make_grader(EvalConfig(infra_retries=0), post_process=DIE_ONCE,
+    with make_grader(EvalConfig(infra_retries=0), post_process=die_once,
                      cache_dir=directory) as grader:
       (failed,) = grader.run([job], progress=False)
       self.assertTrue(os.path.exists(marker))  # the worker really died

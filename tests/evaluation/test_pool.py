@@ -10,12 +10,7 @@ import pytest
 from rcca_jax.evaluation import pool as pool_lib
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.record import UNSCORABLE
-from tests.fixtures.app_fixtures import HEADING_TASK, heading_app
-
-def mark_record(record: dict, response: str) -> dict:
-  """Post-process used by the tests (imported by name inside the workers)."""
-  record["marked"] = [os.getpid(), len(response)]
-  return record
+from tests.fixtures.app_fixtures import HEADING_TASK, heading_app, mark_record
 
 
 def _alive(pgid: int) -> bool:
@@ -49,20 +44,25 @@ def _running(pid: int) -> bool:
     return False
 
 
-class ResolvePostProcessTest(absltest.TestCase):
+class CheckPostProcessTest(absltest.TestCase):
 
-  def test_bad_specs_say_what_is_wrong(self):
-    with self.assertRaisesRegex(ImportError, "cannot import 'no_such_module_xyz'"):
-      pool_lib.resolve_post_process("no_such_module_xyz:f")
-    with self.assertRaisesRegex(ImportError, "has no function 'nope'"):
-      pool_lib.resolve_post_process("json:nope")
-    with self.assertRaisesRegex(ImportError, "expected 'package.module:function'"):
-      pool_lib.resolve_post_process("json")
-    self.assertIsNone(pool_lib.resolve_post_process(None))
+  def test_only_module_level_functions(self):
+    self.assertIs(pool_lib.check_post_process(mark_record), mark_record)
+    self.assertIsNone(pool_lib.check_post_process(None))
+    with self.assertRaisesRegex(TypeError, "expected a function such as"):
+      pool_lib.check_post_process("rcca_jax.credit.localize:localize_record")
+
+    def nested(record, response):
+      del response
+      return record
+
+    for fn in (nested, lambda record, response: record):
+      with self.assertRaisesRegex(TypeError, "not a module-level function"):
+        pool_lib.check_post_process(fn)
 
   def test_pool_fails_fast_on_a_bad_post_process(self):
-    with self.assertRaisesRegex(ImportError, "no_such_module_xyz"):
-      pool_lib.EvalPool(EvalConfig(), workers=1, post_process="no_such_module_xyz:f")
+    with self.assertRaisesRegex(TypeError, "not a module-level function"):
+      pool_lib.EvalPool(EvalConfig(), workers=1, post_process=lambda r, s: r)
 
 
 @pytest.mark.browser
@@ -73,7 +73,7 @@ class PoolTest(absltest.TestCase):
             for i in range(6)]
     jobs.insert(2, {"task_id": "x", "sample_id": 9, "reward": 0.0, "error": "bad line"})
     with pool_lib.EvalPool(EvalConfig(recycle_worker_after=2), workers=2,
-                           post_process="test_pool:mark_record") as pool:
+                           post_process=mark_record) as pool:
       records = list(pool.run(jobs))
       self.assertGreaterEqual(pool.stats["recycled"], 1)
       self.assertEqual(pool.stats["worker_deaths"], 0)

@@ -15,7 +15,7 @@ from rcca_jax.evaluation import browser
 from rcca_jax.evaluation import cdp
 from rcca_jax.evaluation import pool as pool_lib
 from rcca_jax.evaluation.config import EvalConfig
-from tests.fixtures.app_fixtures import HEADING_TASK, heading_app
+from tests.fixtures.app_fixtures import HEADING_TASK, die_once, heading_app
 
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "fault_matrix.py"
 _SPEC = importlib.util.spec_from_file_location("fault_matrix", _PATH)
@@ -79,10 +79,10 @@ class InfrastructureRetryTest(absltest.TestCase):
 
   def test_a_worker_that_dies_mid_job_is_replaced_and_the_job_graded_again(self):
     marker = os.path.join(self.create_tempdir().full_path, "died")
-    os.environ["DIE_ONCE_MARKER"] = marker  # test_grading_cache.die_once: exits once
+    os.environ["DIE_ONCE_MARKER"] = marker  # die_once: the worker exits once
     self.addCleanup(os.environ.pop, "DIE_ONCE_MARKER")
     with pool_lib.EvalPool(EvalConfig(), workers=1,
-                           post_process="test_grading_cache:die_once") as pool:
+                           post_process=die_once) as pool:
       records = list(pool.run([pool_lib.Job(HEADING_TASK, heading_app("Hi"), i) for i in range(2)]))
       stats = dict(pool.stats)
       tmp = pool.tmp_dir

@@ -19,7 +19,7 @@ from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.record import UNSCORABLE
 from rcca_jax.evaluation.pool import EvalPool, Job
 from rcca_jax.evaluation.ray_pool import RayPool
-from tests.fixtures.app_fixtures import app
+from tests.fixtures.app_fixtures import HEADING_TASK, app, heading_app, mark_record
 import test_hostile_apps as hostile
 
 ray = pytest.importorskip("ray")
@@ -95,6 +95,15 @@ class RayPoolTest(absltest.TestCase):
     self.assertEqual([(r["task_id"], r["sample_id"]) for r in records],
                      [(j.task.id, j.sample_id) if isinstance(j, Job) else ("x", 7)
                       for j in jobs])
+
+  def test_the_post_process_runs_in_the_actors_workers(self):
+    # Sent by reference: each actor imports it, and its pool's worker runs it.
+    jobs = [Job(HEADING_TASK, heading_app(text), i) for i, text in enumerate(("Hi", "Bye"))]
+    with RayPool(CONFIG, workers=2, post_process=mark_record) as pool:
+      records = list(pool.run(jobs))
+    self.assertEqual([r["reward"] for r in records], [1.0, 0.7])
+    self.assertEqual([r["marked"][1] for r in records], [len(j.response) for j in jobs])
+    self.assertNotIn(os.getpid(), [r["marked"][0] for r in records])
 
   def test_actor_killed_mid_run_is_replaced_and_its_response_retried(self):
     jobs = _example_jobs() * 2
