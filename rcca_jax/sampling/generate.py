@@ -7,8 +7,10 @@ fixed-size chunks (the KDA layers use their chunked form for chunks of at least
 `kda_chunk_size` tokens), then samples every new token inside one jitted
 `lax.while_loop`. The loop carries the `LingCache` (KDA conv buffers and float32
 recurrent states, the MLA compressed latent and rotated rope key) and stops when every
-row has emitted an end token or `max_new_tokens` are done. The cache is donated from
-each jitted call to the next, so it is updated in place.
+row has emitted an end token or `max_new_tokens` are done; once half the rows or more
+have finished, the rows still decoding move to a batch of half the size (or less) and
+the loop goes on there, so finished rows stop costing (without a mesh). The cache is
+donated from each jitted call to the next, so it is updated in place.
 
 Shapes are bucketed (batch, prompt length, new tokens) so that a run recompiles only
 when a bucket changes; temperature, top-p, top-k, the seed and the end tokens are
@@ -248,21 +250,26 @@ def _prefill_chunk(graphdef, params, cache, ids, mask, *, mesh: Mesh | None):
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "mode", "buffer_len", "mesh"),
                    donate_argnames=("cache",))
-def _decode(graphdef, params, cache, last_tokens, row_keys, finished, max_new_tokens,
-            temperature, top_p, top_k, eos_ids, pad_id, *, mode: str, buffer_len: int,
-            mesh: Mesh | None):
-  """Samples up to `max_new_tokens` tokens per row in a `lax.while_loop`.
+def _decode(graphdef, params, cache, last_tokens, row_keys, finished, start, stop_below,
+            max_new_tokens, temperature, top_p, top_k, eos_ids, pad_id, *, mode: str,
+            buffer_len: int, mesh: Mesh | None):
+  """Samples tokens `start`, `start + 1`, ... per row in a `lax.while_loop`, until
+  `max_new_tokens` are done, every row has finished, or no more than `stop_below` rows
+  are still active (then `generate` moves them to a smaller batch and calls again).
 
   Step s feeds the previous token (at s = 0 the last prompt token, `last_tokens` [B])
   and samples token s from the logits. `finished` [B] marks rows that take no part
-  (batch padding); finished rows feed masked tokens, which leave their state as is.
-  Returns (tokens [B, buffer_len], logprobs [B, buffer_len], lengths [B], cache).
+  (batch padding, or finished before `start`); finished rows feed masked tokens, which
+  leave their state as is. Returns (tokens [B, buffer_len] and logprobs, written from
+  `start` on; lengths [B] counted from `start`; the cache; the next step; each row's
+  last token; which rows have finished).
   """
   batch = last_tokens.shape[0]
 
   def cond(carry):
     step, _, _, _, _, _, done = carry
-    return (step < max_new_tokens) & ~jnp.all(done)
+    return ((step < max_new_tokens) & ~jnp.all(done)
+            & (jnp.sum(~done) > stop_below))
 
   def body(carry):
     step, cache, previous, tokens, logprobs, lengths, done = carry
@@ -279,12 +286,31 @@ def _decode(graphdef, params, cache, last_tokens, row_keys, finished, max_new_to
     done = done | jnp.isin(new, eos_ids)
     return (step + 1, _constrain_cache(cache, mesh), new, tokens, logprobs, lengths, done)
 
-  carry = (jnp.int32(0), cache, last_tokens,
+  carry = (start, cache, last_tokens,
            jnp.full((batch, buffer_len), pad_id, jnp.int32),
            jnp.zeros((batch, buffer_len), jnp.float32),
            jnp.zeros((batch,), jnp.int32), finished)
-  _, cache, _, tokens, logprobs, lengths, _ = jax.lax.while_loop(cond, body, carry)
-  return tokens, logprobs, lengths, cache
+  step, cache, previous, tokens, logprobs, lengths, done = jax.lax.while_loop(
+      cond, body, carry)
+  return tokens, logprobs, lengths, cache, step, previous, done
+
+
+# Fields of a decoding cache and the axis of their rows (`LlamaCache`, `LingCache`).
+_CACHE_ROW_AXES = {"index": 0, "slot_mask": 0, "positions": 0, "prefix": 0, "groups": 1}
+
+
+@functools.partial(jax.jit, donate_argnames=("cache",))
+def _take_rows(cache, picked):
+  """The cache of rows `picked` (every per-row state gathered along its row axis;
+  shared ones, such as a scalar index, kept)."""
+  batch = cache.slot_mask.shape[0]
+  fields = {}
+  for name, axis in _CACHE_ROW_AXES.items():
+    fields[name] = jax.tree.map(
+        lambda x, axis=axis: (jnp.take(x, picked, axis=axis)
+                              if x.ndim > axis and x.shape[axis] == batch else x),
+        getattr(cache, name))
+  return cache.replace(**fields)
 
 
 # ---- public entry points --------------------------------------------------------
@@ -350,10 +376,47 @@ def _left_pad(prompts: Sequence[Sequence[int]], rows: int, length: int,
   return ids, mask, last
 
 
+def _decode_compacting(graphdef, params, cache, last, row_keys, finished, rows: int,
+                       max_new_tokens: int, temperature: float, top_p: float, top_k: int,
+                       eos: np.ndarray, pad_id: int, buffer_len: int, mesh: Mesh | None,
+                       compact: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Runs `_decode`; with `compact` and no mesh, each time the active rows fit a batch
+  bucket half the size or less, moves them (cache, last token, keys) to that smaller batch and goes
+  on, so finished rows stop costing. Row r's tokens depend only on (seed, r, step) and
+  its own state, so they are the same either way (log-probs to float32 rounding: XLA
+  may sum a smaller batch's matmuls in another order). Host arrays [rows, buffer_len]."""
+  tokens = np.full((rows, buffer_len), pad_id, np.int32)
+  logprobs = np.zeros((rows, buffer_len), np.float32)
+  lengths = np.zeros((rows,), np.int32)
+  mode = _sampling_mode(temperature, top_p, top_k)
+  scalars = (jnp.int32(max_new_tokens), jnp.float32(temperature or 1.0),
+             jnp.float32(top_p), jnp.int32(top_k), jnp.asarray(eos), jnp.int32(pad_id))
+  ids = np.arange(rows)  # original row of each row of the current batch
+  start, done = 0, finished
+  while True:
+    stop_below = len(ids) // 2 if compact and mesh is None and len(ids) > 1 else -1
+    t, lp, n, cache, step, last, done = _decode(
+        graphdef, params, cache, last, row_keys, done, jnp.int32(start),
+        jnp.int32(stop_below), *scalars, mode=mode, buffer_len=buffer_len, mesh=mesh)
+    t, lp, n, step, done = jax.device_get((t, lp, n, step, done))
+    tokens[ids, start:step], logprobs[ids, start:step] = t[:, start:step], lp[:, start:step]
+    lengths[ids] += n
+    active = np.flatnonzero(~done)
+    if step >= max_new_tokens or not len(active):
+      return tokens, logprobs, lengths
+    size = batch_bucket(len(active))
+    picked = np.concatenate([active, np.flatnonzero(done)[:size - len(active)]])
+    cache = _take_rows(cache, jnp.asarray(picked))
+    last, row_keys = jnp.take(last, picked, axis=0), jnp.take(row_keys, picked, axis=0)
+    done = np.arange(size) >= len(active)  # the filler rows take no part
+    ids, start = ids[picked], int(step)
+
+
 def generate(model: nnx.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
              temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, seed: int = 0,
              eos_ids: Sequence[int] = (), pad_id: int | None = None,
-             mesh: Mesh | None = None, prefill_chunk: int = PREFILL_CHUNK) -> SampleOutput:
+             mesh: Mesh | None = None, prefill_chunk: int = PREFILL_CHUNK,
+             compact: bool = True) -> SampleOutput:
   """Samples a continuation of every prompt (see the module docstring).
 
   Args:
@@ -368,6 +431,9 @@ def generate(model: nnx.Module, prompts: Sequence[Sequence[int]], *, max_new_tok
     mesh: when given, the batch is split over its data axes (`partitioning` rules);
       the model's parameters should already be placed on it (`shard_module`).
     prefill_chunk: prompt tokens per prefill call.
+    compact: move the rows still decoding to a smaller batch once half or more have
+      finished (without a mesh; the same tokens, log-probs to float32 rounding, fewer
+      rows computed).
 
   Returns:
     `SampleOutput` with tokens/logprobs [len(prompts), max_new_tokens] and lengths.
@@ -401,13 +467,10 @@ def generate(model: nnx.Module, prompts: Sequence[Sequence[int]], *, max_new_tok
     for start in range(0, prefill_len, chunk):
       cache = _prefill_chunk(graphdef, params, cache, ids[:, start:start + chunk],
                              mask[:, start:start + chunk], mesh=mesh)
-    tokens, logprobs, lengths, cache = _decode(
-      graphdef, params, cache, last, row_keys, finished, jnp.int32(max_new_tokens),
-      jnp.float32(temperature or 1.0), jnp.float32(top_p), jnp.int32(top_k),
-      jnp.asarray(eos), jnp.int32(pad_id), mode=_sampling_mode(temperature, top_p, top_k),
-      buffer_len=buffer_len, mesh=mesh)
-  del cache
-  tokens, logprobs, lengths = jax.device_get((tokens, logprobs, lengths))
+    out = _decode_compacting(graphdef, params, cache, last, row_keys, finished, rows,
+                             max_new_tokens, temperature, top_p, top_k, eos, pad_id,
+                             buffer_len, mesh, compact)
+  tokens, logprobs, lengths = out
   return SampleOutput(tokens=np.asarray(tokens[:batch, :max_new_tokens], np.int32),
                       logprobs=np.asarray(logprobs[:batch, :max_new_tokens], np.float32),
                       lengths=np.asarray(lengths[:batch], np.int32))
