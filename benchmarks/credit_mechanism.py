@@ -208,16 +208,17 @@ class Gradients:
     return grads
 
 
-def arm_batch(trainer: Any, rollouts: Sequence[Any], a: Arm
-              ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-  """The arm's RL batch: weights assigned with its credit section, then `rl_batch`."""
+def arm_batch(trainer: Any, rollouts: Sequence[Any], a: Arm) -> dict[str, np.ndarray]:
+  """The arm's RL batch: its advantages, weights assigned with its credit section, then
+  `rl_batch`."""
   mine = [dataclasses.replace(r) for r in rollouts]
-  rollouts_lib.assign_weights(mine, weights=a.weights, blame=a.blame)
   r = trainer.config.rl
-  return rollouts_lib.rl_batch(mine, group_size=r.group_size,
+  advantages = rollouts_lib.group_advantages(mine, r.group_size,
+                                             a.loss.scale_advantages_by_std)
+  rollouts_lib.assign_weights(mine, weights=a.weights, blame=a.blame)
+  return rollouts_lib.rl_batch(mine, advantages,
                                max_len=r.max_prompt_len + r.max_new_tokens,
-                               pad_id=trainer.programs.pad_id,
-                               scale_by_std=a.loss.scale_advantages_by_std)
+                               pad_id=trainer.programs.pad_id)
 
 
 def split(trainer: Any, grads_fn: Gradients, grpo: Arm, batch: Mapping[str, np.ndarray],
@@ -255,7 +256,7 @@ def measure(trainer: Any, state: Any, batches: Sequence[list], steps: Sequence[i
   for step, rollouts in zip(steps, batches):
     vectors, entry = {}, {}
     for name, a in arms.items():
-      batch, _ = arm_batch(trainer, rollouts, a)
+      batch = arm_batch(trainer, rollouts, a)
       g = grads_fn(a.loss, batch)
       history[name].append(g)
       norm = float(optax.tree.norm(g))

@@ -28,7 +28,7 @@ from rcca_jax.models.ling import LingForCausalLM
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step as ts
-from rcca_jax.rl import updates
+from rcca_jax.rl import batch_updates
 
 
 def bench_config(hidden: int, layers: int) -> LingConfig:
@@ -100,7 +100,7 @@ def main() -> None:
   # μ = 2: the RCCA step twice per rollout batch (its own state, same program).
   mu2 = {"step": runs["rcca"]["step"], "times": [],
          "state": ts.init_state(fmodel, opt)}
-  mu2_config = updates.UpdateConfig(num_iterations=2)
+  mu2_config = batch_updates.UpdateConfig(num_iterations=2)
 
   for rep in range(args.reps):
     order = ("grpo", "rcca", "mu2") if rep % 2 == 0 else ("mu2", "rcca", "grpo")
@@ -109,8 +109,8 @@ def main() -> None:
       batch = batches[rep % len(batches)]
       start = time.perf_counter()
       if name == "mu2":  # fetches its metrics, as the trainer does
-        run["state"], _ = updates.run_updates(run["step"], run["state"], batch,
-                                              mu2_config)
+        run["state"], _ = batch_updates.run_updates(run["step"], run["state"], batch,
+                                                    mu2_config)
         jax.block_until_ready(run["state"])
       else:
         run["state"], metrics = run["step"](run["state"], batch)

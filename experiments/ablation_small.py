@@ -84,15 +84,16 @@ def get_config() -> ml_collections.ConfigDict:
       rcca_focus="rl.policy_loss=rcca;credit.negative_unblamed=0.0",
       rcca_placebo="rl.policy_loss=rcca;credit.blame=placebo",
       rcca_oracle="rl.policy_loss=rcca;credit.blame=oracle",
-      # Why focus wins (issue 36): focus with placebo / oracle blame (location); GRPO with
-      # each failed response's tokens at one factor giving it focus's total weight
-      # (magnitude); focus on the tokens that differ from the group's best response
-      # (a model-free localizer); GRPO on each response's 20% highest-entropy tokens.
+      # Why focus wins (issue 36): focus with placebo / oracle blame (location); focus
+      # with each failed response's tokens at their mean weight, its total kept
+      # (magnitude; the arm keeps the label of the committed results, its loss's former
+      # name); focus on the tokens that differ from the group's best response (a
+      # model-free localizer); GRPO on each response's 20% highest-entropy tokens.
       rcca_focus_placebo="rl.policy_loss=rcca;credit.blame=placebo;"
                          "credit.negative_unblamed=0.0",
       rcca_focus_oracle="rl.policy_loss=rcca;credit.blame=oracle;"
                         "credit.negative_unblamed=0.0",
-      grpo_neg_scaled="rl.policy_loss=grpo_neg_scaled;credit.negative_unblamed=0.0",
+      grpo_neg_scaled="rl.policy_loss=rcca_neg_mean;credit.negative_unblamed=0.0",
       sibling_diff_focus="rl.policy_loss=rcca;credit.blame=sibling_diff;"
                          "credit.negative_unblamed=0.0",
       entropy_top20="rl.policy_loss=grpo;rl.loss.entropy_top_fraction=0.2",

@@ -20,7 +20,7 @@ Arms (experiments/ablation_small.py, docs/ablation.md#controls):
   grpo, rcca, rcca_focus        the references;
   rcca_focus_placebo            focus's blamed runs moved to random places (location);
   grpo_neg_scaled               focus's per-response negative total spread evenly
-                                (magnitude);
+                                (magnitude; the loss rcca_neg_mean);
   rcca_focus_oracle             focus on the known bug sites (s3_4 only: in s1_0 the
                                 evaluator's direct recall was 1.000);
   sibling_diff_focus            focus on the tokens that differ from the group's best

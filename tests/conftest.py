@@ -48,7 +48,7 @@ LONGEST_MODULES = (
     "test_browser_session.py", "test_llama_parity.py", "test_checkpoint.py",
     "test_sampling.py", "test_families.py", "test_hostile_apps.py", "test_moe.py",
     "test_mla.py", "test_notebooks.py", "test_evaluator.py", "test_pool.py",
-    "test_rubric_runner.py", "test_controlled.py", "test_judge.py", "test_updates.py",
+    "test_rubric_runner.py", "test_controlled.py", "test_judge.py", "test_batch_updates.py",
     "test_flash_attention.py")
 
 

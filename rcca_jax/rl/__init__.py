@@ -3,7 +3,8 @@
 Modules: `grpo` (advantages, clipped weighted loss, aggregations), `rcca` (effective
 token weights), `losses` (policy losses by name, presets), `optim` (AdamW schedule),
 `train_step` (the compiled step) with `functional` (the NNX model as pure functions),
-`objectives` and `batching` (host-side packing), `updates` (μ updates over mini-batches
-per rollout batch), `logprobs` (the KL reference and recomputed old log-probs), `sft`
-(next-token step), `checkpoint` (orbax).
+`objectives` and `batch_check` (a host batch checked and cast for the step),
+`batch_updates` (a rollout batch as μ passes of mini-batch optimizer updates),
+`logprobs` (the KL reference and recomputed old log-probs), `sft` (next-token step),
+`checkpoint` (orbax).
 """

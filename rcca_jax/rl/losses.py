@@ -5,8 +5,9 @@ entropy=None)` to the loss numerator and additive statistics (see
 `grpo.policy_loss_terms`); the train step divides by the global normaliser. `grpo`
 ignores the diagnostic weights `wbar` (every token has weight 1); `rcca` turns them
 into the effective weights of docs/method.md#6-asymmetric-effective-weights;
-`grpo_neg_scaled` is `rcca` with each negative-advantage response's weight spread evenly
-over its tokens (`rcca.negative_scaled_weights`); `weighted` uses `wbar` as it is (diagnostics,
+`rcca_neg_mean` is `rcca` with every token of a negative-advantage response at that
+response's mean `rcca` weight (`rcca.negative_mean_weights`; `grpo_neg_scaled`, its former
+name, is an alias: `POLICY_LOSS_ALIASES`); `weighted` uses `wbar` as it is (diagnostics,
 `benchmarks/credit_mechanism.py`). `LossConfig.entropy_top_fraction > 0` keeps, in any
 of them, only each response's highest-entropy tokens (`grpo.top_entropy_tokens`; the
 per-token `entropy` is then required); `LossConfig.negative_scale` multiplies, in any of
@@ -64,6 +65,9 @@ class LossConfig:
 
 PolicyLossFn = Callable[..., tuple[jax.Array, dict]]
 _POLICY_LOSSES: dict[str, PolicyLossFn] = {}
+# Former names of registered losses, still accepted (configs and committed results
+# name them): alias -> name.
+POLICY_LOSS_ALIASES: dict[str, str] = {"grpo_neg_scaled": "rcca_neg_mean"}
 
 
 def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
@@ -77,6 +81,8 @@ def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
 
 
 def get_policy_loss(name: str) -> PolicyLossFn:
+  """The policy loss registered as `name` or as the name it is an alias of."""
+  name = POLICY_LOSS_ALIASES.get(name, name)
   if name not in _POLICY_LOSSES:
     raise ValueError(
         f"unknown policy loss {name!r}; registered: {sorted(_POLICY_LOSSES)}")
@@ -124,14 +130,14 @@ def rcca_loss(logp, old_logp, advantages, wbar, mask,
                         entropy)
 
 
-@register_policy_loss("grpo_neg_scaled")
-def grpo_neg_scaled_loss(logp, old_logp, advantages, wbar, mask,
-                         ref_logp: Optional[jax.Array], config: LossConfig,
-                         entropy: Optional[jax.Array] = None):
-  """`rcca`'s weights with each negative-advantage response's total spread evenly over
-  its tokens (one factor per response); the magnitude control of focus."""
-  weights = rcca.negative_scaled_weights(wbar, advantages, mask,
-                                         **_rcca_keywords(config))
+@register_policy_loss("rcca_neg_mean")
+def rcca_neg_mean_loss(logp, old_logp, advantages, wbar, mask,
+                       ref_logp: Optional[jax.Array], config: LossConfig,
+                       entropy: Optional[jax.Array] = None):
+  """`rcca`'s weights with every token of a negative-advantage response at that
+  response's mean weight (one factor per response, its total kept); the magnitude
+  control of focus."""
+  weights = rcca.negative_mean_weights(wbar, advantages, mask, **_rcca_keywords(config))
   return _clipped_terms(logp, old_logp, advantages, weights, mask, ref_logp, config,
                         entropy)
 

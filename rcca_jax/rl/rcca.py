@@ -36,9 +36,9 @@ def effective_weights(wbar: jax.Array, advantages: jax.Array, *, c: float = 1.2,
   return jnp.where(jnp.asarray(advantages)[:, None] < 0, negative, positive)
 
 
-def negative_scaled_weights(wbar: jax.Array, advantages: jax.Array, mask: jax.Array, *,
-                            c: float = 1.2, positive_blamed: float = 1.0,
-                            negative_unblamed: float = 1.0) -> jax.Array:
+def negative_mean_weights(wbar: jax.Array, advantages: jax.Array, mask: jax.Array, *,
+                          c: float = 1.2, positive_blamed: float = 1.0,
+                          negative_unblamed: float = 1.0) -> jax.Array:
   """RCCA's weights with each negative-advantage response's weight spread evenly over
   its tokens: the magnitude of RCCA's negative update without its location
   (docs/method.md#6-asymmetric-effective-weights).

@@ -34,7 +34,7 @@ from rcca_jax.rl import grpo
 from rcca_jax.rl import optim
 # The step's building blocks live in their own modules; their names are re-exported
 # here because callers build steps from them together.
-from rcca_jax.rl.batching import numpy_batch  # noqa: F401
+from rcca_jax.rl.batch_check import numpy_batch  # noqa: F401
 from rcca_jax.rl.functional import (  # noqa: F401
     CORRECTION_BIAS_NAMES, FunctionalModel, chunked_token_logprobs, token_logprobs)
 from rcca_jax.rl.objectives import RL_KEYS, Objective, PolicyObjective  # noqa: F401

@@ -88,13 +88,13 @@ def _run(config: ml_collections.ConfigDict, run_dir: str, workdir: str,
   train/faults.py) ends its run with `ablation_report.DIVERGED` written, so the sweep
   goes on and a resume does not repeat it."""
   from rcca_jax.study import ablation_report  # pylint: disable=import-outside-toplevel
-  from rcca_jax.rl import batching  # pylint: disable=import-outside-toplevel
+  from rcca_jax.rl import batch_check  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import faults  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
   t0 = time.time()
   try:
     trainer_lib.Trainer(config, run_dir).train()
-  except (batching.NonFiniteBatch, faults.NonFiniteStop) as e:
+  except (batch_check.NonFiniteBatch, faults.NonFiniteStop) as e:
     steps = [int(r["step"]) for r in read_rows(run_dir) if r.get("stage") == "rl"]
     with open(os.path.join(run_dir, ablation_report.DIVERGED), "w", encoding="utf-8") as f:
       json.dump({"error": str(e), "rl_steps_done": max(steps, default=0)}, f)

@@ -1,6 +1,16 @@
-"""A job's checkpoints (orbax, under `DIR/checkpoints/`): the `sft/` and `rl/` stages
-and `best/` (keep-best), their restore, save and lifecycle; layout in
-`train.trainer`."""
+"""A job's checkpoints (orbax, under `DIR/checkpoints/`), their restore, save and
+lifecycle:
+
+  sft/  TrainState of the SFT stage; its step counts SFT updates (the data position
+        is the number of batches consumed).
+  rl/   TrainState of the RL stage (fresh optimizer, params from the finished SFT
+        stage); its step counts optimizer updates, `rl.num_iterations` x
+        `rl.mini_batches` per RL step (data position: prompt batches consumed).
+  best/ (`checkpoint.keep_best`, default on) the RL TrainState of the best dev reward
+        so far, the post-SFT evaluation (RL step 0) included; its data position also
+        holds `dev_reward` and `rl_step`. `--mode=eval --checkpoint=best` reads it.
+With `rl.loss.kl_beta > 0` the KL reference is the latest sft/ checkpoint (or the one
+`rl.reference` names), so a resumed run uses the same reference."""
 
 from __future__ import annotations
 
@@ -118,6 +128,12 @@ class Checkpoints:
                    "over from %s, redoing %d steps", stage.name, _cause(e),
                    ", ".join(moved), stage.name, start, steps)
       return None
+
+  def last_rl(self) -> str:
+    """The latest RL checkpoint in words: what a stopped run resumes from."""
+    saved = self.rl.checkpointer.latest_step()
+    return ("none in rl/ (the SFT result)" if saved is None
+            else f"rl/{saved} (after RL step {saved // self.updates_per_batch})")
 
   def restore_from(self, directory: str, stage: Stage):
     """(state, data position) of the latest checkpoint in another directory, read as a

@@ -111,6 +111,13 @@ class DevEvaluation:
     return self.job.eval.enabled and (rl_step % self.job.eval.every_rl_steps == 0
                                       or rl_step == self.job.rl.num_steps)
 
+  def catch_up(self, state, rl_step: int) -> None:
+    """RL step `rl_step`'s dev evaluation when it was due and is not logged (a run
+    killed between the step's checkpoint and its evaluation, resumed)."""
+    if rl_step and self.due(rl_step) and not self.logged("rl", rl_step):
+      run_log.note("RL step %d's dev evaluation was not logged: done now", rl_step)
+      self.after_rl_step(state, rl_step)
+
   def after_rl_step(self, state, rl_step: int) -> None:
     """RL step `rl_step`'s dev evaluation, collapse warning and keep-best decision."""
     summary = self.evaluate(state, "rl", rl_step)

@@ -64,6 +64,14 @@ class PreemptionWatch:
       self._previous = None
 
 
+def stop_if(preempted: bool, checkpointer: Any, what: str) -> None:
+  """When `preempted`: waits for `checkpointer`'s pending save, then raises `Preempted`
+  saying `what` was done and kept."""
+  if preempted:
+    checkpointer.wait()
+    raise Preempted(f"preempted: {what}; run the same command to resume")
+
+
 class NonFiniteStop(RunStopped):
   """Updates were skipped for non-finite values too many times in a row."""
 

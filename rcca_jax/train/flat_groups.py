@@ -16,7 +16,7 @@ groups. Two remedies, as DAPO's dynamic sampling:
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -57,12 +57,20 @@ def fill_with_signal(rollouts: Sequence, group_size: int, want: int, rounds: int
       "groups_with_signal": float(sum(map(has_signal, picked)))}
 
 
-def drop_flat(batch: dict[str, np.ndarray], rollouts: Sequence, group_size: int) -> int:
-  """Zeroes the loss mask of every row of a flat group; how many groups keep a signal."""
-  kept = 0
-  for g, group in enumerate(groups(rollouts, group_size)):
-    if has_signal(group):
-      kept += 1
-    else:
-      batch["loss_mask"][g * group_size:(g + 1) * group_size] = 0.0
-  return kept
+def dynamic_sampling(rollouts: Sequence, group_size: int, *, rounds: int, mode: str,
+                     draw: Callable[[int], list]
+                     ) -> tuple[Sequence, dict[str, float], Optional[np.ndarray]]:
+  """The step's rollouts under `rl.resample_flat_rounds = rounds` (`fill_with_signal`,
+  none drawn at 0) and `rl.flat_groups = mode`; the row entries (those of
+  `fill_with_signal` when it draws, and `groups_kept` with "drop"); and with "drop",
+  which rows stay in the loss (those of groups with a reward difference; None with
+  "keep": all)."""
+  entries: dict[str, float] = {}
+  if rounds:
+    rollouts, entries = fill_with_signal(rollouts, group_size, len(rollouts) // group_size,
+                                         rounds, draw)
+  if mode != "drop":
+    return rollouts, entries, None
+  signal = [has_signal(g) for g in groups(rollouts, group_size)]
+  entries["groups_kept"] = float(sum(signal))
+  return rollouts, entries, np.repeat(signal, group_size)

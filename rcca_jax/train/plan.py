@@ -106,7 +106,7 @@ def plan(config: ml_collections.ConfigDict, *,
   step_config = train_step.StepConfig(micro_batches=job.micro_batches,
                                       logits_chunk=job.logits_chunk)
   r, s = job.rl, job.sft
-  update = sections.update_config(r)
+  update_config = sections.update_config(r)
   loss = sections.loss_config(job)
   rl_rows = r.prompts_per_step * r.group_size
   rl_len = r.max_prompt_len + r.max_new_tokens
@@ -125,7 +125,7 @@ def plan(config: ml_collections.ConfigDict, *,
   step_config = dataclasses.replace(step_config, temperature=r.temperature)
   step, shardings = train_step.build_step(fmodel, objective, rl_opt, step_config, mesh)
   state = train_step.abstract_state(fmodel, rl_opt, shardings)
-  rows = rl_rows // update.mini_batches
+  rows = rl_rows // update_config.mini_batches
   log(f"compiling the RL step: {rows} x {rl_len} tokens ...")
   programs["rl_step"] = _compile(step.jitted, mesh, state,
                                  _batch(mesh, objective.keys, rows, rl_len))
@@ -137,9 +137,9 @@ def plan(config: ml_collections.ConfigDict, *,
   reference_gb = params_gb + model_state_gb if loss.kl_beta > 0 else 0.0
   peaks = {"sft_step": programs["sft_step"]["peak_gb"],
            "rl_step": programs["rl_step"]["peak_gb"] + reference_gb}
-  if loss.kl_beta > 0 or update.recompute_old_logprobs:
+  if loss.kl_beta > 0 or update_config.recompute_old_logprobs:
     fn = logprobs_lib.compile_logprob_fn(
-        fmodel, step_config, step_config.micro_batches * update.mini_batches, mesh)
+        fmodel, step_config, step_config.micro_batches * update_config.mini_batches, mesh)
     log(f"compiling the log-prob function: {rl_rows} x {rl_len} tokens ...")
     programs["logprobs"] = _compile(
         fn.jitted, mesh, state.params, state.model_state,

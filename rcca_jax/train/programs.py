@@ -5,9 +5,10 @@ in one object, the trainer's only way to the devices and the browsers."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +27,7 @@ from rcca_jax.models import safetensors_io
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import multihost
 from rcca_jax.rl import logprobs as logprobs_lib
+from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step
 from rcca_jax.sampling import JaxSampler, Sampler
@@ -41,6 +43,15 @@ def step_seed(rng: jax.Array, step: int) -> int:
   """A sampling seed from the run's PRNG key and the step."""
   key = jax.random.fold_in(jnp.asarray(rng), step)
   return int(jax.random.randint(key, (), 0, 2**31 - 1))
+
+
+@dataclasses.dataclass
+class RlPrograms:
+  """What every RL step of a run computes with (`Programs.rl_programs`)."""
+  objective: train_step.PolicyObjective
+  update: Any  # the compiled train step
+  old_logprobs: Optional[Any]  # the policy's log-prob program (recompute_old_logprobs)
+  reference: Optional[logprobs_lib.Reference]  # with a KL term only
 
 
 class Programs:
@@ -68,7 +79,7 @@ class Programs:
       model = families.build(self.model_cfg, nnx.Rngs(job.seed))
     self.fmodel = train_step.FunctionalModel(model)
     # An RL TrainState counts optimizer updates: `updates_per_batch` per RL step.
-    self.updates = sections.update_config(job.rl)
+    self.update_config = sections.update_config(job.rl)
     self._grader, self._sampler = grader, sampler
     self._logprobs: Optional[Any] = None
     self._logprobs_entropy: Optional[Any] = None
@@ -183,7 +194,7 @@ class Programs:
     slices as large as the step's (built once: RL and the site metrics share its
     compiled program)."""
     if self._logprobs is None:
-      micro = self.job.micro_batches * self.updates.mini_batches
+      micro = self.job.micro_batches * self.update_config.mini_batches
       self._logprobs = multihost.local_logprobs(logprobs_lib.compile_logprob_fn(
           self.fmodel, self.step_config(self.job.rl.temperature), micro, self.mesh),
           self.mesh)
@@ -207,6 +218,23 @@ class Programs:
         saved = self.fresh_state(opt_config)
       params, model_state = saved.params, saved.model_state
     return logprobs_lib.Reference(params, model_state, self.logprob_fn())
+
+  def rl_programs(self, loss: losses.LossConfig, opt_config: optim.OptimizerConfig,
+                  reference_state: Callable[[str], Optional[train_step.TrainState]]
+                  ) -> RlPrograms:
+    """The RL step's objective of `loss`, its compiled update, the log-prob program
+    with `rl.recompute_old_logprobs` and, with a KL term, the reference (`reference`:
+    a saved one is `reference_state(rl.reference)`, `Checkpoints.reference_state`)."""
+    r = self.job.rl
+    objective = train_step.PolicyObjective(loss, r.group_size)
+    reference = None  # no reference is held without a KL term
+    if loss.kl_beta > 0:
+      saved = None if self.names_pretrained_reference() else reference_state(r.reference)
+      reference = self.reference(saved, opt_config)
+    return RlPrograms(
+        objective, self.compile(objective, opt_config, r.temperature),
+        self.logprob_fn() if self.update_config.recompute_old_logprobs else None,
+        reference)
 
   def names_pretrained_reference(self) -> bool:
     path = self.job.rl.reference
@@ -243,12 +271,21 @@ class Programs:
                  sft.batch_size, rows, sft.max_len, sft.batch_size)
     return rows
 
+  def sft_batch(self, examples: list, rows: int, step: int) -> dict[str, np.ndarray]:
+    """SFT step `step`'s batch, this process's share: the seed's `batch_indices` of
+    `examples` laid out by `batching.sft_rows` (`rows`: `packed_rows`)."""
+    s = self.job.sft
+    idx = batching.batch_indices(len(examples), s.batch_size, step, self.job.seed)
+    return multihost.local_share(batching.sft_rows(
+        [examples[i] for i in idx], rows=rows, max_len=s.max_len, pad_id=self.pad_id),
+        self.mesh)
+
   def copy_metrics(self, state, tasks: list) -> dict[str, Any]:
     """The teacher-forced copy metrics of the copying families' `tasks`
     (`train.copy_metrics`; {} when there are none), in RL-step-shaped batches."""
     r = self.job.rl
     if self._logprobs_entropy is None:
-      micro = self.job.micro_batches * self.updates.mini_batches
+      micro = self.job.micro_batches * self.update_config.mini_batches
       self._logprobs_entropy = multihost.local_logprobs(logprobs_lib.compile_logprob_fn(
           self.fmodel, self.step_config(r.temperature), micro, self.mesh,
           with_entropy=True), self.mesh)

@@ -1,4 +1,5 @@
-"""One RL step's data: prompts -> G samples -> evaluation -> weights -> packed batch.
+"""One RL step's data: prompts -> G samples -> evaluation -> advantages and weights ->
+packed batch, and its metrics row.
 
 The sampler's tokens are decoded to the response text; each token's character range
 in that text (the tokenizer's offset mapping, computed in linear time) lets the
@@ -14,6 +15,7 @@ The RCCA effective weights are computed inside the loss from `wbar` and the adva
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -154,10 +156,13 @@ def settle_unscorable(pool: Grader, rollouts: Sequence[Rollout], *, step: int,
 
 
 def step_row(rollouts: Sequence[Rollout], blame: str, controlled: bool,
-             update: Mapping[str, float]) -> dict[str, float]:
-  """An RL step's row: its records, token weights, blame and (`controlled`) known-bug
-  statistics, its `update`'s metrics, the surprisal at the copying families' id slots
-  (`copy_metrics.slot_surprisal`) and the mean response length."""
+             update: Mapping[str, float], started: float, **entries: float
+             ) -> dict[str, float]:
+  """An RL step's row (this process's): its records, token weights, blame and
+  (`controlled`) known-bug statistics, its `update`'s metrics, the surprisal at the
+  copying families' id slots (`copy_metrics.slot_surprisal`), the mean response
+  length, then `entries` (the step's counts and seconds, in order) and `step_s`, the
+  seconds since `started`."""
   row = record_stats([x.record for x in rollouts])
   row.update(weight_shares(rollouts))
   row.update(blame_stats(rollouts, blame))
@@ -167,6 +172,8 @@ def step_row(rollouts: Sequence[Rollout], blame: str, controlled: bool,
   row.update(copy_metrics.slot_surprisal(
       [(x.task.request, x.text, x.offsets, x.logprobs[:len(x.offsets)]) for x in rollouts]))
   row["response_len"] = float(np.mean([len(x.tokens) for x in rollouts]))
+  row.update(entries)
+  row["step_s"] = time.time() - started
   return row
 
 
@@ -268,34 +275,45 @@ def record_stats(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
   return stats
 
 
-def rl_batch(rollouts: Sequence[Rollout], *, group_size: int, max_len: int, pad_id: int,
-             scale_by_std: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray]:
-  """The train step's batch (docs/contracts.md#rl-batch-layout) and the advantages.
-
-  Responses without a reward (all rubrics ungraded, or unscorable) leave the batch:
-  their rows keep their place (the batch shape is fixed) with a zero loss mask and
-  advantage, and their group's advantages come from its graded members only.
-  """
+def group_advantages(rollouts: Sequence[Rollout], group_size: int,
+                     scale_by_std: bool = True) -> np.ndarray:
+  """Each rollout's GRPO advantage in its group of `group_size` consecutive rows
+  (`grpo.group_advantages`, docs/method.md#7-objective), float32 [B]. A response
+  without a reward (all rubrics ungraded, or unscorable) gets 0, and its group's
+  advantages come from its graded members only."""
   graded = np.asarray([r.reward is not None for r in rollouts])
   rewards = np.asarray([r.reward or 0.0 for r in rollouts], np.float32)
   if graded.all():
-    advantages = np.asarray(grpo.group_advantages(rewards, group_size,
-                                                  scale_by_std=scale_by_std))
-  else:
-    advantages = np.zeros_like(rewards)
-    for start in range(0, len(rollouts), group_size):
-      rows = start + np.flatnonzero(graded[start:start + group_size])
-      if len(rows):
-        advantages[rows] = np.asarray(grpo.group_advantages(
-            rewards[rows], len(rows), scale_by_std=scale_by_std))
+    return np.asarray(grpo.group_advantages(rewards, group_size, scale_by_std=scale_by_std))
+  advantages = np.zeros_like(rewards)
+  for start in range(0, len(rollouts), group_size):
+    rows = start + np.flatnonzero(graded[start:start + group_size])
+    if len(rows):
+      advantages[rows] = np.asarray(grpo.group_advantages(
+          rewards[rows], len(rows), scale_by_std=scale_by_std))
+  return advantages
+
+
+def rl_batch(rollouts: Sequence[Rollout], advantages: np.ndarray, *, max_len: int,
+             pad_id: int, in_loss: np.ndarray | None = None) -> dict[str, np.ndarray]:
+  """The train step's batch (docs/contracts.md#rl-batch-layout) with the rollouts'
+  `advantages` (`group_advantages`).
+
+  A row leaves the loss (zero loss mask; it keeps its place, the batch shape is fixed)
+  when its response has no reward (all rubrics ungraded, or unscorable) or `in_loss`
+  marks it False (a flat group dropped, `flat_groups.dynamic_sampling`).
+  """
+  kept = np.asarray([r.reward is not None for r in rollouts])
+  if in_loss is not None:
+    kept &= in_loss
   batch = batching.pack_batch(
       [r.prompt for r in rollouts], [r.tokens for r in rollouts], max_len=max_len,
       pad_id=pad_id,
       per_token={"old_logp": [r.logprobs for r in rollouts],
                  "wbar": [r.wbar for r in rollouts]},
       per_sequence={"advantages": advantages}, token_fill={"wbar": 1.0})
-  batch["loss_mask"][~graded] = 0.0
-  return batch, advantages
+  batch["loss_mask"][~kept] = 0.0
+  return batch
 
 
 def weight_shares(rollouts: Sequence[Rollout]) -> dict[str, float]:

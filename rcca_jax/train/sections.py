@@ -40,7 +40,7 @@ from rcca_jax.models.llama_config import LlamaConfig
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.rl import losses
 from rcca_jax.rl import optim
-from rcca_jax.rl import updates as updates_lib
+from rcca_jax.rl import batch_updates
 
 SAMPLES_PER_REQUEST = 8  # eval.samples_per_request's default (sampled pass@1; 0: off)
 _MISSING = dataclasses.MISSING
@@ -442,8 +442,8 @@ def optimizer_config(values: Mapping[str, Any], num_steps: int) -> optim.Optimiz
   return optim.OptimizerConfig.from_mapping(fields)
 
 
-def update_config(rl: RlSection) -> updates_lib.UpdateConfig:
-  return updates_lib.UpdateConfig(
+def update_config(rl: RlSection) -> batch_updates.UpdateConfig:
+  return batch_updates.UpdateConfig(
       num_iterations=rl.num_iterations, mini_batches=rl.mini_batches,
       recompute_old_logprobs=rl.recompute_old_logprobs)
 

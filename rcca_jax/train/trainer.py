@@ -1,17 +1,9 @@
 """The training job: SFT on reference apps, then RL (RCCA or GRPO), resumable.
 
-Stages and checkpoints (orbax, under `DIR/checkpoints/`):
-  sft/  TrainState of the SFT stage; its step counts SFT updates (the data position
-        is the number of batches consumed).
-  rl/   TrainState of the RL stage (fresh optimizer, params from the finished SFT
-        stage); its step counts optimizer updates, `rl.num_iterations` x
-        `rl.mini_batches` per RL step (data position: prompt batches consumed).
-  best/ (`checkpoint.keep_best`, default on) the RL TrainState of the best dev reward
-        so far, the post-SFT evaluation (RL step 0) included; its data position also
-        holds `dev_reward` and `rl_step`. `--mode=eval --checkpoint=best` reads it.
-Dev evaluations, the collapse warning and the final report: `train.dev_eval`.
-With `rl.loss.kl_beta > 0` the KL reference is the latest sft/ checkpoint (or the one
-`rl.reference` names), so a resumed run uses the same reference.
+The SFT stage's loop: `train.sft_loop`. One RL step, phase by phase:
+`Trainer.rl_step`. Checkpoints (sft/, rl/, best/ under `DIR/checkpoints/`, the KL
+reference): `train.checkpoints`. Dev evaluations, the collapse warning and the final
+report: `train.dev_eval`.
 Re-running on the same directory restores the latest checkpoint of the furthest stage
 (model, optimizer, step, PRNG key, data position); a finished SFT stage is not
 repeated, and metrics rows logged after the restored step are dropped before they
@@ -35,14 +27,10 @@ from typing import Any, Optional, Sequence
 import jax
 import ml_collections
 
-from rcca_jax.data import batching
-from rcca_jax.data.batching import batch_indices
 from rcca_jax.evaluation.grader import Grader
 from rcca_jax.parallel import multihost
-from rcca_jax.rl import logprobs as logprobs_lib
-from rcca_jax.rl import sft as sft_lib
+from rcca_jax.rl import batch_updates
 from rcca_jax.rl import train_step
-from rcca_jax.rl import updates as updates_lib
 from rcca_jax.sampling import Sampler
 from rcca_jax.train import config_check
 from rcca_jax.train import faults
@@ -55,16 +43,14 @@ from rcca_jax.train import sections
 from rcca_jax.train import workdir_guard
 from rcca_jax.train.checkpoints import Checkpoints
 from rcca_jax.train.dev_eval import DevEvaluation
-from rcca_jax.train.programs import Programs
+from rcca_jax.train.programs import Programs, RlPrograms
+from rcca_jax.train.sft_loop import SftLoop
 from rcca_jax.train.task_sources import TaskSources
 
 
 @dataclasses.dataclass
 class _RlParts:  # what every RL step of one `run_rl` uses
-  objective: train_step.PolicyObjective
-  update: Any  # the compiled train step
-  old_logprobs: Optional[Any]  # the policy's log-prob program (recompute_old_logprobs)
-  reference: Optional[logprobs_lib.Reference]  # with a KL term only
+  programs: RlPrograms
   source: overlap_lib.RolloutSource
   guard: faults.NonFiniteGuard
 
@@ -74,7 +60,7 @@ class Trainer:
 
   Roles: `programs` (policy, sampler, compiled programs, KL reference, grader),
   `tasks` (task sources), `checkpoints` (sft/, rl/, best/), `dev` (dev evaluation,
-  keep-best, collapse warning, outcome report)."""
+  keep-best, collapse warning, outcome report), `sft_loop` (the SFT stage)."""
 
   def __init__(self, config: ml_collections.ConfigDict, workdir: str, *,
                mode: str = "train", sampler: Optional[Sampler] = None,
@@ -96,9 +82,9 @@ class Trainer:
                   if jax.process_index() == 0 else None)
     self.programs = Programs(job, sampler=sampler, grader=grader)
     self.tokenizer = self.programs.tokenizer
-    self.updates = self.programs.updates
+    self.update_config = self.programs.update_config  # μ x mini-batches per RL step
     self.checkpoints = Checkpoints(workdir, job, self.programs.abstract_state,
-                                   self.updates.updates_per_batch)
+                                   self.update_config.updates_per_batch)
     self.tasks = TaskSources(job, self.tokenizer, workdir, self.programs.grade_pairs)
     self.loss = sections.loss_config(job)
     self.metrics = run_log.MetricsLogger(workdir)
@@ -106,6 +92,8 @@ class Trainer:
     self.credit_weights = self.credit.weights()  # credit.diagnostic_weights keywords
     self.dev = DevEvaluation(job, workdir, self.programs, self.tasks, self.checkpoints,
                              self.metrics, self.credit_weights)
+    self.sft_loop = SftLoop(job, self.programs, self.tasks, self.checkpoints, self.metrics,
+                            self.dev)
     self._closed = False
     self._watch: Optional[faults.PreemptionWatch] = None
 
@@ -142,57 +130,6 @@ class Trainer:
     after `step`."""
     return self._watch is not None and self._watch.requested(step, notice)
 
-  @staticmethod
-  def _stop_if(preempted: bool, stage, what: str) -> None:
-    if preempted:
-      stage.checkpointer.wait()
-      raise faults.Preempted(f"preempted: {what}; run the same command to resume")
-
-  # ---- SFT -----------------------------------------------------------------------
-
-  def run_sft(self, state) -> train_step.TrainState:
-    stage, s = self.checkpoints.sft, self.job.sft
-    start = int(jax.device_get(state.step))
-    if start >= stage.num_steps:
-      return state
-    examples = self.tasks.sft_examples()
-    rows = self.programs.packed_rows(examples, s)
-    update = self.programs.compile(sft_lib.NextTokenObjective(), stage.opt_config)
-    bar = run_log.Progress("sft", stage.num_steps, start)
-    guard = faults.NonFiniteGuard("SFT", self.job.max_nonfinite_in_row)
-    every_s, saved_at = self.job.checkpoint.every_seconds, time.time()
-    try:
-      while start < stage.num_steps:
-        t0 = time.time()
-        idx = batch_indices(len(examples), s.batch_size, start, self.job.seed)
-        batch = multihost.local_share(batching.sft_rows(
-            [examples[i] for i in idx], rows=rows, max_len=s.max_len,
-            pad_id=self.programs.pad_id), self.programs.mesh)
-        state, m = update(state, batch)
-        start += 1
-        m = jax.device_get(m)
-        guard.update(m["skipped_nonfinite"])
-        preempted = self._preempted(start)
-        timed = 0 < every_s <= time.time() - saved_at
-        if self.checkpoints.save(stage, state, {"batches": start, "seed": self.job.seed},
-                                 every=s.checkpoint_every,
-                                 force=start == stage.num_steps or preempted or timed):
-          saved_at = time.time()
-        if start % s.log_every == 0 or start == stage.num_steps or preempted:
-          self.metrics.write("sft", start, {
-              "loss": m["loss"], "nll": m["nll"], "grad_norm": m["grad_norm"],
-              "clipped": m["clipped"], "skipped_nonfinite": guard.total,
-              "learning_rate": m["learning_rate"], "tokens": m["response_tokens"],
-              "step_s": time.time() - t0})
-        bar.update(loss=float(m["loss"]))
-        guard.check(start, stage.checkpointer.latest_step)
-        self._stop_if(preempted, stage, f"SFT stopped after step {start}, checkpointed")
-        self.dev.during_sft(state, start)
-    finally:
-      bar.close()
-    stage.checkpointer.wait()
-    return state
-
   # ---- RL ------------------------------------------------------------------------
 
   def rl_state_from(self, sft_state, sft_seed: Optional[int] = None
@@ -213,28 +150,20 @@ class Trainer:
 
   def _rl_parts(self) -> _RlParts:
     r, p = self.job.rl, self.programs
-    objective = train_step.PolicyObjective(self.loss, r.group_size)
-    reference = None  # no reference is held without a KL term
-    if self.loss.kl_beta > 0:
-      saved = (None if p.names_pretrained_reference()
-               else self.checkpoints.reference_state(r.reference))
-      reference = p.reference(saved, self.checkpoints.rl.opt_config)
-    source = overlap_lib.RolloutSource(
-        self.sample_rl, functools.partial(rollouts_lib.grade, p.grader()),
-        overlap_steps=r.overlap_steps, num_steps=r.num_steps,
-        ahead_dir=os.path.join(self.workdir, "checkpoints", "rl_ahead"))
     return _RlParts(
-        objective, p.compile(objective, self.checkpoints.rl.opt_config, r.temperature),
-        p.logprob_fn() if self.updates.recompute_old_logprobs else None, reference,
-        source, faults.NonFiniteGuard("RL", self.job.max_nonfinite_in_row))
+        p.rl_programs(self.loss, self.checkpoints.rl.opt_config,
+                      self.checkpoints.reference_state),
+        overlap_lib.RolloutSource(
+            self.sample_rl, functools.partial(rollouts_lib.grade, p.grader()),
+            overlap_steps=r.overlap_steps, num_steps=r.num_steps,
+            ahead_dir=os.path.join(self.workdir, "checkpoints", "rl_ahead")),
+        faults.NonFiniteGuard("RL", self.job.max_nonfinite_in_row))
 
   def run_rl(self, state) -> train_step.TrainState:
     stage = self.checkpoints.rl
     # RL steps (rollout batches) done; the state counts optimizer updates.
-    start = int(jax.device_get(state.step)) // self.updates.updates_per_batch
-    if start and self.dev.due(start) and not self.dev.logged("rl", start):
-      run_log.note("RL step %d's dev evaluation was not logged: done now", start)
-      self.dev.after_rl_step(state, start)  # a kill between checkpoint and evaluation
+    start = int(jax.device_get(state.step)) // self.update_config.updates_per_batch
+    self.dev.catch_up(state, start)  # a kill between checkpoint and evaluation
     if start >= stage.num_steps:
       return state
     self.tasks.rl()
@@ -246,89 +175,83 @@ class Trainer:
         bar.update(reward=row["reward_mean"], passed=row["pass_rate"], loss=row["loss"])
         parts.guard.check(step + 1, stage.checkpointer.latest_step)
         # Its dev evaluation, if due, is done on resume.
-        self._stop_if(preempted, stage, f"RL stopped after step {step + 1}, checkpointed")
+        faults.stop_if(preempted, stage.checkpointer,
+                       f"RL stopped after step {step + 1}, checkpointed")
         if self.dev.due(step + 1):
           self.dev.after_rl_step(state, step + 1)
-        self._stop_if(self._preempted(step + 1, notice=False), stage,
-                      f"RL stopped after step {step + 1} and its dev evaluation")
+        faults.stop_if(self._preempted(step + 1, notice=False), stage.checkpointer,
+                       f"RL stopped after step {step + 1} and its dev evaluation")
     finally:
       bar.close()
     stage.checkpointer.wait()
     return state
 
   def rl_step(self, state, step: int, parts: _RlParts) -> tuple[Any, dict, bool]:
-    """RL step `step` (0-based): sample; grade and localize (the grader's workers run
-    `credit.localize.localize_record` on every record, `Programs.grader`), unscorable
-    ones graded again; token weights; batch; update; checkpoint; row. Returns the
-    state, the row and whether the run is asked to stop (checkpointed then)."""
-    t0, p, r = time.time(), self.programs, self.job.rl
-    cached, deaths = p.cache_counts(), p.grader().stats.get("worker_deaths", 0)
+    """RL step `step` (0-based), phase by phase: sample; grade and localize (the
+    grader's workers run `credit.localize.localize_record` on every record,
+    `Programs.grader`); settle the unscorable (graded again); fill or drop flat groups
+    (dynamic sampling, `train.flat_groups`); advantages; token weights (credit); batch;
+    update; checkpoint; row. Returns the state, the row and whether the run is asked
+    to stop (checkpointed then)."""
+    t0, r, grader = time.time(), self.job.rl, self.programs.grader()
+    cached, deaths = self.programs.cache_counts(), grader.stats.get("worker_deaths", 0)
     rollouts = parts.source.sample(state, step)
-    # Grade and localize: each record's spans recomputed by the worker that graded it.
     times = parts.source.grade(rollouts, state, step)
     regraded = rollouts_lib.settle_unscorable(
-        p.grader(), rollouts, step=step + 1, max_share=r.max_unscorable,
-        retries=r.unscorable_retries, last_checkpoint=self._last_rl_checkpoint)
-    rollouts, flat = self._fill_with_signal(state, step, rollouts)
+        grader, rollouts, step=step + 1, max_share=r.max_unscorable,
+        retries=r.unscorable_retries, last_checkpoint=self.checkpoints.last_rl)
+    rollouts, flat, in_loss = flat_groups.dynamic_sampling(
+        rollouts, r.group_size, rounds=r.resample_flat_rounds, mode=r.flat_groups,
+        draw=functools.partial(self._draw_round, state, step))
+    advantages = rollouts_lib.group_advantages(rollouts, r.group_size,
+                                               self.loss.scale_advantages_by_std)
     rollouts_lib.assign_weights(rollouts, weights=self.credit_weights,
                                 blame=self.credit.blame)
-    cache_row, t2 = p.cache_row(cached), time.time()
-    batch, _ = rollouts_lib.rl_batch(
-        rollouts, group_size=r.group_size, max_len=r.max_prompt_len + r.max_new_tokens,
-        pad_id=p.pad_id, scale_by_std=self.loss.scale_advantages_by_std)
-    if r.flat_groups == "drop":
-      flat["groups_kept"] = float(flat_groups.drop_flat(batch, rollouts, r.group_size))
-    if r.flat_groups == "drop" and not multihost.any_process(flat["groups_kept"] > 0):
-      # No reward difference anywhere: no optimizer update (the counters advance).
-      state = state.replace(step=state.step + self.updates.updates_per_batch)
-      per_update, extra, skipped = [{"skipped_nonfinite": 0.0, "skipped_no_signal": 1.0,
-                                     "loss": 0.0}], {}, None
-    else:
-      state, per_update, extra, skipped = updates_lib.update_batch(
-          parts.update, state, batch, self.updates, keys=parts.objective.keys,
-          reference=parts.reference, policy_logprobs=parts.old_logprobs)
-    if skipped:
-      run_log.note("RL step %d: %s; update skipped", step + 1, skipped)
-    for update in per_update:
-      parts.guard.update(update["skipped_nonfinite"])
-    t3, preempted = time.time(), self._preempted(step + 1)
+    t_batch = time.time()
+    batch = rollouts_lib.rl_batch(rollouts, advantages, in_loss=in_loss,
+                                  max_len=r.max_prompt_len + r.max_new_tokens,
+                                  pad_id=self.programs.pad_id)
+    # With flat groups dropped, a step without a group left anywhere applies no update.
+    signal = in_loss is None or multihost.any_process(flat["groups_kept"] > 0)
+    state, update = self._update(state, step, batch, parts, signal)
+    t_update, preempted = time.time(), self._preempted(step + 1)
     if self.checkpoints.save(self.checkpoints.rl, state, {"prompt_batches": step + 1},
                              every=r.checkpoint_every, done=step + 1,
                              force=step + 1 == r.num_steps or preempted):
       parts.source.save(step + 1)
     row = rollouts_lib.step_row(
-        rollouts, self.credit.blame, self.tasks.is_controlled,
-        {**updates_lib.summarize(per_update, self.updates.num_iterations), **extra})
-    stats = p.grader().stats
-    row.update(skipped_long_prompts=self.tasks.skipped_prompts,
-               timeouts=stats.get("timeouts", 0), regraded=regraded,
-               worker_deaths=stats.get("worker_deaths", 0) - deaths,
-               **times, **cache_row, **flat, train_s=t3 - t2, step_s=time.time() - t0)
+        rollouts, self.credit.blame, self.tasks.is_controlled, update, started=t0,
+        skipped_long_prompts=self.tasks.skipped_prompts,
+        timeouts=grader.stats.get("timeouts", 0), regraded=regraded,
+        worker_deaths=grader.stats.get("worker_deaths", 0) - deaths, **times,
+        **self.programs.cache_row(cached), **flat, train_s=t_update - t_batch)
     row = row_reduce.combine(multihost.gather_shares(row, len(rollouts)))
     self.metrics.write("rl", step + 1, row)
     return state, row, preempted
 
-  def _fill_with_signal(self, state, step: int, rollouts: list) -> tuple[list, dict]:
-    """RL step `step`'s rollouts with flat groups replaced by further prompts' groups
-    that have a reward difference, up to `rl.resample_flat_rounds` rounds (extra
-    rounds' unscorable responses stay ungraded: out of the loss), and its row entries."""
-    r, p = self.job.rl, self.programs
-    if not r.resample_flat_rounds:
-      return rollouts, {}
+  def _draw_round(self, state, step: int, round_: int) -> list:
+    """Dynamic sampling's round `round_` of RL step `step`: further prompts' rollouts,
+    sampled and graded (their unscorable responses stay ungraded: out of the loss)."""
+    p = self.programs
+    extra = p.sample_rollouts(state, self.tasks.rl_prompts(step, round_), step, round_)
+    rollouts_lib.grade(p.grader(), extra)
+    return extra
 
-    def draw(round_: int) -> list:
-      extra = p.sample_rollouts(state, self.tasks.rl_prompts(step, round_), step, round_)
-      rollouts_lib.grade(p.grader(), extra)
-      return extra
-
-    return flat_groups.fill_with_signal(rollouts, r.group_size,
-                                        len(rollouts) // r.group_size,
-                                        r.resample_flat_rounds, draw)
-
-  def _last_rl_checkpoint(self) -> str:
-    saved = self.checkpoints.rl.checkpointer.latest_step()
-    return ("none in rl/ (the SFT result)" if saved is None
-            else f"rl/{saved} (after RL step {saved // self.updates.updates_per_batch})")
+  def _update(self, state, step: int, batch: dict, parts: _RlParts, signal: bool
+              ) -> tuple[Any, dict[str, float]]:
+    """The batch's optimizer updates (`batch_updates.update_batch`; none without
+    `signal`); the state after them and their row entries."""
+    programs = parts.programs
+    state, per_update, extra, skipped = batch_updates.update_batch(
+        programs.update, state, batch, self.update_config, keys=programs.objective.keys,
+        reference=programs.reference, policy_logprobs=programs.old_logprobs,
+        signal=signal)
+    if skipped:
+      run_log.note("RL step %d: %s; update skipped", step + 1, skipped)
+    for update in per_update:
+      parts.guard.update(update["skipped_nonfinite"])
+    return state, {**batch_updates.summarize(per_update, self.update_config.num_iterations),
+                   **extra}
 
   # ---- the job ---------------------------------------------------------------------
 
@@ -345,7 +268,7 @@ class Trainer:
       restored = ckpt.restore_latest(ckpt.rl, start_over=True)
       if restored is not None:
         state, position, rl_step = restored
-        rl_step //= self.updates.updates_per_batch
+        rl_step //= self.update_config.updates_per_batch
         run_log.note("resuming RL at step %d (%s)", rl_step, position)
         self.metrics.truncate("rl", rl_step)
       else:
@@ -360,7 +283,7 @@ class Trainer:
           sft_step = 0
           state = self.programs.fresh_state(ckpt.sft.opt_config)
         self.metrics.truncate("sft", sft_step)
-        state = self.run_sft(state)
+        state = self.sft_loop.run(state, self._preempted)
         done = int(jax.device_get(state.step))
         self.dev.after_sft(state, done)  # the post-SFT evaluation, once
         state = self.rl_state_from(state, sft_seed)

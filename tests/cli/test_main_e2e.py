@@ -128,7 +128,8 @@ class TrainerPartsTest(parameterized.TestCase):
           offsets=np.array([[0, 1], [1, 2]]),
           record={"reward": reward, "gates": {}, "rubrics": []},
           wbar=np.array([1.0, 3.0], np.float32)))
-    batch, adv = rollouts.rl_batch(items, group_size=2, max_len=8, pad_id=0)
+    adv = rollouts.group_advantages(items, 2)
+    batch = rollouts.rl_batch(items, adv, max_len=8, pad_id=0)
     np.testing.assert_allclose(adv, [1.0, -1.0], atol=1e-5)
     np.testing.assert_allclose(batch["advantages"], adv)
     np.testing.assert_array_equal(batch["loss_mask"][0], [0, 0, 0, 1, 1, 0, 0, 0])

@@ -7,7 +7,7 @@ import numpy as np
 from absl.testing import absltest, parameterized
 
 from tests.fixtures.np_reference import (np_advantages, np_loss_and_grad,
-                          np_negative_scaled_weights, np_top_entropy_tokens)
+                          np_negative_mean_weights, np_top_entropy_tokens)
 from rcca_jax.rl import grpo
 from rcca_jax.rl import losses
 from rcca_jax.rl import objectives
@@ -262,13 +262,13 @@ class RegistryTest(parameterized.TestCase):
                                weighted, rtol=1e-6)
     self.assertNotAlmostEqual(float(weighted), float(plain), places=4)
 
-  def test_grpo_neg_scaled_is_grpo_with_rccas_negative_totals(self):
+  def test_rcca_neg_mean_keeps_rccas_negative_totals(self):
     logp, old, adv, wbar, mask, _ = random_inputs(10)
     jl, jo, ja, jw, jm = f32(logp, old, adv, wbar, mask)
-    cfg = losses.preset("grpo", policy_loss="grpo_neg_scaled", rcca_negative_unblamed=0.0)
-    num, stats = losses.get_policy_loss("grpo_neg_scaled")(jl, jo, ja, jw, jm, None, cfg)
+    cfg = losses.preset("grpo", policy_loss="rcca_neg_mean", rcca_negative_unblamed=0.0)
+    num, stats = losses.get_policy_loss("rcca_neg_mean")(jl, jo, ja, jw, jm, None, cfg)
     want, _ = np_loss_and_grad(logp, old, adv,
-                               np_negative_scaled_weights(wbar, adv, mask, 0.0), mask,
+                               np_negative_mean_weights(wbar, adv, mask, 0.0), mask,
                                0.2, 0.2, "seq-mean-token-mean")
     np.testing.assert_allclose(num / grpo.loss_denominator(jm, cfg.aggregation), want,
                                rtol=1e-5)
@@ -302,7 +302,7 @@ class RegistryTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "negative_scale=-1.0 must be >= 0"):
       losses.LossConfig(negative_scale=-1.0)
 
-  @parameterized.parameters("grpo", "rcca", "grpo_neg_scaled")
+  @parameterized.parameters("grpo", "rcca", "rcca_neg_mean")
   def test_entropy_top_fraction_zeroes_the_other_tokens(self, name):
     logp, old, adv, wbar, mask, _ = random_inputs(11)
     entropy = np.random.default_rng(11).uniform(0, 3, logp.shape)
@@ -311,7 +311,7 @@ class RegistryTest(parameterized.TestCase):
     on = losses.preset("grpo", policy_loss=name, entropy_top_fraction=0.2)
     fn = losses.get_policy_loss(name)
     base = {"grpo": jnp.ones_like(jl), "rcca": rcca.effective_weights(jw, ja),
-            "grpo_neg_scaled": rcca.negative_scaled_weights(jw, ja, jm)}[name]
+            "rcca_neg_mean": rcca.negative_mean_weights(jw, ja, jm)}[name]
     selected = np_top_entropy_tokens(entropy, mask, 0.2)
     want, _ = grpo.policy_loss_terms(jl, jo, ja, base * selected, jm)
     got, stats = fn(jl, jo, ja, jw, jm, None, on, entropy=je)
@@ -349,6 +349,13 @@ class RegistryTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "entropy_top_fraction=1.5 must lie in"):
       losses.LossConfig(entropy_top_fraction=1.5)
     self.assertEqual(losses.LossConfig().entropy_top_fraction, 0.0)
+
+  def test_former_loss_name_is_an_alias(self):
+    # Configs and committed results (experiments/results/*/summary.json) name it.
+    self.assertIs(losses.get_policy_loss("grpo_neg_scaled"),
+                  losses.get_policy_loss("rcca_neg_mean"))
+    self.assertEqual(losses.LossConfig(policy_loss="grpo_neg_scaled").policy_loss,
+                     "grpo_neg_scaled")
 
 
 if __name__ == "__main__":

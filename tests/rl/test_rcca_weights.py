@@ -1,12 +1,12 @@
 """RCCA effective weights (docs/method.md#6-asymmetric-effective-weights) and their
-magnitude control (`negative_scaled_weights`) against numpy references."""
+magnitude control (`negative_mean_weights`) against numpy references."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from absl.testing import absltest, parameterized
 
-from tests.fixtures.np_reference import np_effective_weights, np_negative_scaled_weights
+from tests.fixtures.np_reference import np_effective_weights, np_negative_mean_weights
 from rcca_jax.rl import rcca
 
 
@@ -53,7 +53,7 @@ class EffectiveWeightsTest(parameterized.TestCase):
       rcca.effective_weights(jnp.ones(3), jnp.ones(3))
 
 
-class NegativeScaledWeightsTest(parameterized.TestCase):
+class NegativeMeanWeightsTest(parameterized.TestCase):
 
   @parameterized.parameters(0.0, 0.5, 1.0)
   def test_matches_numpy_and_totals_equal_rcca(self, nu):
@@ -61,10 +61,10 @@ class NegativeScaledWeightsTest(parameterized.TestCase):
     wbar = rng.choice([1.0, 1.0, 1.5, 3.0, 4.0], (12, 10)).astype(np.float32)
     adv = rng.choice([-1.3, -0.2, 0.0, 0.9], 12).astype(np.float32)
     mask = (np.arange(10)[None] < rng.integers(0, 11, 12)[:, None]).astype(np.float32)
-    got = rcca.negative_scaled_weights(jnp.asarray(wbar), jnp.asarray(adv),
-                                       jnp.asarray(mask), negative_unblamed=nu)
+    got = rcca.negative_mean_weights(jnp.asarray(wbar), jnp.asarray(adv),
+                                     jnp.asarray(mask), negative_unblamed=nu)
     # float32 mean of <= 10 weights: relative error <= gamma_10 ~ 10 u = 6e-7 (u = 2^-24).
-    np.testing.assert_allclose(got, np_negative_scaled_weights(wbar, adv, mask, nu),
+    np.testing.assert_allclose(got, np_negative_mean_weights(wbar, adv, mask, nu),
                                rtol=1e-6)
     self.assertEqual(got.dtype, jnp.float32)
     effective = rcca.effective_weights(jnp.asarray(wbar), jnp.asarray(adv),
@@ -80,13 +80,13 @@ class NegativeScaledWeightsTest(parameterized.TestCase):
                         [1.0, 4.0, 1.0, 1.0],   # negative, 2 response tokens: 4 / 2
                         [1.0, 3.0, 1.0, 1.0]])  # positive: RCCA's c / positive_blamed
     mask = jnp.asarray([[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 1]])
-    got = rcca.negative_scaled_weights(wbar, jnp.asarray([-1.0, -0.5, -0.1, 0.7]), mask,
-                                       negative_unblamed=0.0)
+    got = rcca.negative_mean_weights(wbar, jnp.asarray([-1.0, -0.5, -0.1, 0.7]), mask,
+                                     negative_unblamed=0.0)
     np.testing.assert_allclose(got, [[1.5] * 4, [0.0] * 4, [2.0] * 4, [1.2, 1.0, 1.2, 1.2]])
 
   def test_jittable(self):
-    got = jax.jit(rcca.negative_scaled_weights)(jnp.full((2, 3), 3.0),
-                                                jnp.asarray([-1.0, 1.0]), jnp.ones((2, 3)))
+    got = jax.jit(rcca.negative_mean_weights)(jnp.full((2, 3), 3.0),
+                                              jnp.asarray([-1.0, 1.0]), jnp.ones((2, 3)))
     np.testing.assert_allclose(got, [[3.0] * 3, [1.0] * 3])  # wbar 3 > 1: blamed
 
 

@@ -22,7 +22,7 @@ ARMS = {
                            0.0),
     "rcca_focus_oracle": ("rcca", "oracle", 0.0, "adamw", "seq-mean-token-mean", True,
                           0.0),
-    "grpo_neg_scaled": ("grpo_neg_scaled", "evaluator", 0.0, "adamw",
+    "grpo_neg_scaled": ("rcca_neg_mean", "evaluator", 0.0, "adamw",
                         "seq-mean-token-mean", True, 0.0),
     "sibling_diff_focus": ("rcca", "sibling_diff", 0.0, "adamw", "seq-mean-token-mean",
                            True, 0.0),

@@ -49,7 +49,8 @@ class UnscorableTest(absltest.TestCase):
   def test_unscorable_rows_are_masked_and_left_out_of_the_baseline(self):
     rewards = [1.0, 0.2, 0.7, 0.0, 0.5, 0.9, 0.1, 0.3]
     items = _rollouts(rewards, unscorable=(1, 6))
-    batch, adv = rollouts.rl_batch(items, group_size=4, max_len=6, pad_id=0)
+    adv = rollouts.group_advantages(items, 4)
+    batch = rollouts.rl_batch(items, adv, max_len=6, pad_id=0)
     self.assertEqual(rollouts.unscorable_rows(items), [1, 6])
     for row in (1, 6):
       self.assertEqual(adv[row], 0.0)

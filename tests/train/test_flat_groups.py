@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from absl.testing import absltest
 
-from rcca_jax.data import batching
 from rcca_jax.rl import grpo
 from rcca_jax.train import config_check
 from rcca_jax.train import flat_groups
+from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import trainer as trainer_lib
 from rcca_jax.train.rollouts import Rollout
 from tests.fixtures.trainer_fixtures import FakeGrader, trainer_config
@@ -22,7 +22,8 @@ def _rollouts(rewards, tag=""):
     record = {"reward": reward}
     out.append(Rollout(task=f"t{tag}{i // 2}", sample_id=i % 2, prompt=[1], tokens=[2, 3],
                        logprobs=np.zeros(2, np.float32), text="x",
-                       offsets=np.zeros((2, 2), np.int32), record=record))
+                       offsets=np.zeros((2, 2), np.int32), record=record,
+                       wbar=np.ones(2, np.float32)))
   return out
 
 
@@ -63,10 +64,16 @@ class FlatGroupsTest(absltest.TestCase):
 
   def test_drop_zeroes_flat_groups_loss_mask(self):
     rollouts = _rollouts([0.5, 0.5, 0.1, 0.9])
-    batch = batching.pack_batch([r.prompt for r in rollouts], [r.tokens for r in rollouts],
-                                max_len=4)
-    self.assertEqual(flat_groups.drop_flat(batch, rollouts, 2), 1)
+    out, row, in_loss = flat_groups.dynamic_sampling(rollouts, 2, rounds=0, mode="drop",
+                                                     draw=None)
+    self.assertIs(out, rollouts)
+    self.assertEqual(row, {"groups_kept": 1.0})
+    np.testing.assert_array_equal(in_loss, [False, False, True, True])
+    batch = rollouts_lib.rl_batch(rollouts, rollouts_lib.group_advantages(rollouts, 2),
+                                  max_len=4, pad_id=0, in_loss=in_loss)
     np.testing.assert_array_equal(batch["loss_mask"].sum(1), [0, 0, 2, 2])
+    self.assertEqual(flat_groups.dynamic_sampling(rollouts, 2, rounds=0, mode="keep",
+                                                  draw=None), (rollouts, {}, None))
 
   def test_config_fields_are_checked(self):
     config = trainer_config()

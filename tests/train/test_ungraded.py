@@ -48,10 +48,32 @@ class UngradedTest(absltest.TestCase):
                                    (0, 10), [], EvalConfig()).to_json()
     self.assertEqual(gated["reward"], 0.05)  # a failed gate still decides
 
+  def test_group_advantages_leave_rewardless_responses_out_of_their_group(self):
+    # A group with an ungraded member, a flat one and a graded one; the values are those
+    # the trainer's batch carried before the advantages became a phase of their own.
+    rewards = [1.0, None, 0.2, 0.6, 0.5, 0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0]
+    items = [_rollout(i % 4, r) for i, r in enumerate(rewards)]
+    last = [1.6470595598220825, -0.6445015668869019, -0.07161121815443039,
+            -0.9309466481208801]
+    want = {True: [1.2247411012649536, 0.0, -1.2247413396835327, 0.0, *[0.0] * 4, *last],
+            False: [0.3999999761581421, 0.0, -0.40000003576278687, 0.0, *[0.0] * 4,
+                    0.574999988079071, -0.22499999403953552, -0.02499997615814209,
+                    -0.32499998807907104]}
+    for scale_by_std, values in want.items():
+      adv = rollouts.group_advantages(items, 4, scale_by_std)
+      self.assertEqual(adv.dtype, np.float32)
+      np.testing.assert_array_equal(adv, np.asarray(values, np.float32))
+    graded = rollouts.group_advantages(items[8:], 4)  # all graded: one call of grpo's
+    np.testing.assert_array_equal(graded, np.asarray(last, np.float32))
+    np.testing.assert_array_equal(
+        graded, grpo.group_advantages(np.asarray(rewards[8:], np.float32), 4))
+
   def test_rl_batch_drops_rewardless_rows_without_biasing_their_group(self):
     rewards = [1.0, None, 0.2, 0.6, 0.5, 0.5, 0.9, 0.1]
     items = [_rollout(i % 4, r) for i, r in enumerate(rewards)]
-    batch, adv = rollouts.rl_batch(items, group_size=4, max_len=6, pad_id=0)
+    adv = rollouts.group_advantages(items, 4)
+    batch = rollouts.rl_batch(items, adv, max_len=6, pad_id=0)
+    np.testing.assert_array_equal(batch["advantages"], adv)
     want_first = grpo.group_advantages(np.array([1.0, 0.2, 0.6], np.float32), 3)
     np.testing.assert_allclose(adv[[0, 2, 3]], want_first, rtol=1e-6)
     self.assertEqual(adv[1], 0.0)

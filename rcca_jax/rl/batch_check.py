@@ -1,4 +1,6 @@
-"""`numpy_batch`: a host batch checked against an objective's keys, in the step's dtypes.
+"""The check of a host batch before a train step: `numpy_batch` returns the arrays an
+objective's keys name, in the step's dtypes, or raises naming what is wrong
+(`NonFiniteBatch` for NaN or inf).
 
 The rows themselves are laid out by `data.batching.pack_batch`.
 """

@@ -1,4 +1,5 @@
-"""Several optimizer updates per rollout batch (GRPO's μ, TRL's `num_iterations`).
+"""A rollout batch applied as one or more optimizer updates (GRPO's μ, TRL's
+`num_iterations`).
 
 A rollout batch of B rows is used for `num_iterations` passes; each pass is
 `mini_batches` optimizer updates on contiguous slices of B / mini_batches rows (the
@@ -20,7 +21,7 @@ import jax
 import numpy as np
 
 from rcca_jax.rl import logprobs as logprobs_lib
-from rcca_jax.rl.batching import NonFiniteBatch, numpy_batch
+from rcca_jax.rl.batch_check import NonFiniteBatch, numpy_batch
 
 # Statistics also reported per update (as NAME/uK) when there are several updates.
 PER_UPDATE = ("loss", "clip_low", "clip_high", "ratio_mean", "ratio_min", "ratio_max",
@@ -92,13 +93,20 @@ def run_updates(step: Callable, state: Any, batch: Mapping[str, np.ndarray],
 def update_batch(step: Callable, state: Any, batch: Mapping[str, np.ndarray],
                  config: UpdateConfig, *, keys: Sequence[str],
                  reference: Optional[logprobs_lib.Reference] = None,
-                 policy_logprobs: Optional[Callable] = None
+                 policy_logprobs: Optional[Callable] = None, signal: bool = True
                  ) -> tuple[Any, list[dict[str, float]], dict[str, float], Optional[str]]:
   """One rollout batch's updates: `with_logprobs`, the batch checked and cut to `keys`
   (`numpy_batch`), `run_updates`. Returns the state, each update's metrics, the extra
   metrics of `with_logprobs`, and None, or, when the policy's own log-probs are not
   finite (`NonFiniteBatch`), its message: no update then, the state's step still
-  advanced by `updates_per_batch` and one skipped update reported."""
+  advanced by `updates_per_batch` and one skipped update reported. Without `signal`
+  (no row of the batch has a reward difference to learn from, `rl.flat_groups="drop"`)
+  nothing is computed: no update, the step advanced, one update reported as
+  `skipped_no_signal`."""
+  if not signal:
+    state = state.replace(step=state.step + config.updates_per_batch)
+    skipped = {"skipped_nonfinite": 0.0, "skipped_no_signal": 1.0, "loss": 0.0}
+    return state, [skipped], {}, None
   batch, extra = with_logprobs(batch, state, reference=reference,
                                policy_logprobs=policy_logprobs)
   try:

@@ -14,7 +14,7 @@ from rcca_jax.rl import losses
 from rcca_jax.rl import optim
 from rcca_jax.rl import rcca
 from rcca_jax.rl import train_step as ts
-from rcca_jax.rl import updates
+from rcca_jax.rl import batch_updates
 
 OPT = optim.OptimizerConfig(learning_rate=1e-2, warmup_steps=0, total_steps=10,
                             weight_decay=0.0)
@@ -46,10 +46,10 @@ class UpdatesTest(absltest.TestCase):
     fmodel, objective, step = _step(losses.preset("rcca"))
     batch = ts.numpy_batch(rl_fixtures.rl_batch(seed=5), objective.keys)
     want_state, want = step(ts.init_state(fmodel, OPT), batch)
-    got_state, got = updates.run_updates(step, ts.init_state(fmodel, OPT), batch,
-                                         updates.UpdateConfig())
+    got_state, got = batch_updates.run_updates(step, ts.init_state(fmodel, OPT), batch,
+                                               batch_updates.UpdateConfig())
     self.assertLen(got, 1)
-    row = updates.summarize(got)
+    row = batch_updates.summarize(got)
     self.assertEqual(set(row), set(want))
     for name, value in jax.device_get(want).items():
       self.assertEqual(row[name], float(value), name)
@@ -61,9 +61,9 @@ class UpdatesTest(absltest.TestCase):
     config = losses.preset("rcca", kl_beta=0.1)
     fmodel, objective, step = _step(config)
     batch = ts.numpy_batch(rl_fixtures.rl_batch(seed=6), objective.keys)
-    state, got = updates.run_updates(
+    state, got = batch_updates.run_updates(
         step, ts.init_state(fmodel, OPT), batch,
-        updates.UpdateConfig(num_iterations=2, mini_batches=2))
+        batch_updates.UpdateConfig(num_iterations=2, mini_batches=2))
     self.assertLen(got, 4)
 
     # By hand: four AdamW updates on rows 0-3, 4-7, 0-3, 4-7, each normalised by
@@ -103,7 +103,7 @@ class UpdatesTest(absltest.TestCase):
                 for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(fmodel.params)))
     self.assertGreater(moved, 2 * OPT.learning_rate)
     self.assertLess(diff, 0.05 * OPT.learning_rate)
-    row = updates.summarize(got, num_iterations=2)
+    row = batch_updates.summarize(got, num_iterations=2)
     self.assertEqual(row["updates"], 4.0)
     self.assertEqual(row["clip_high/u4"], got[3]["clip_high"])
     self.assertEqual(row["sequences"], got[0]["sequences"] + got[1]["sequences"])
@@ -151,16 +151,16 @@ class LogprobsTest(absltest.TestCase):
     reference = logprobs.Reference(
         jax.tree.map(jnp.copy, state.params), state.model_state, fn)
     raw = rl_fixtures.rl_batch(seed=8)
-    batch, extra = updates.with_logprobs(raw, state, reference=reference,
-                                         policy_logprobs=fn)
+    batch, extra = batch_updates.with_logprobs(raw, state, reference=reference,
+                                               policy_logprobs=fn)
     np.testing.assert_array_equal(batch["old_logp"], batch["ref_logp"])
     mask = raw["loss_mask"] > 0
     want_gap = np.abs(raw["old_logp"] - batch["old_logp"])[mask].mean()
     self.assertAlmostEqual(extra["sampler_logprob_gap"], want_gap, places=5)
     self.assertGreater(extra["sampler_logprob_gap"], 0.1)
     batch = ts.numpy_batch(batch, objective.keys)
-    _, got = updates.run_updates(step, state, batch,
-                                 updates.UpdateConfig(num_iterations=3))
+    _, got = batch_updates.run_updates(step, state, batch,
+                                       batch_updates.UpdateConfig(num_iterations=3))
     first, last = got[0], got[-1]
     self.assertAlmostEqual(first["ratio_min"], 1.0, places=5)
     self.assertAlmostEqual(first["ratio_max"], 1.0, places=5)
