@@ -194,16 +194,17 @@ def _constrain_batch(tree: Any, mesh: Mesh | None, batch_axis: int) -> Any:
   return jax.tree.map(one, tree)
 
 
+# Fields of a decoding cache and the axis of their rows (`LlamaCache`, `LingCache`):
+# stacked group states have batch on axis 1.
+_CACHE_ROW_AXES = {"index": 0, "slot_mask": 0, "positions": 0, "prefix": 0, "groups": 1}
+
+
 def _constrain_cache(cache: Any, mesh: Mesh | None) -> Any:
-  """Batch sharding of a `LingCache`: stacked group states have batch on axis 1."""
+  """Batch sharding of a decoding cache (`_CACHE_ROW_AXES`)."""
   if mesh is None:
     return cache
-  return cache.replace(
-    index=_constrain_batch(cache.index, mesh, 0),
-    slot_mask=_constrain_batch(cache.slot_mask, mesh, 0),
-    positions=_constrain_batch(cache.positions, mesh, 0),
-    prefix=_constrain_batch(cache.prefix, mesh, 0),
-    groups=_constrain_batch(cache.groups, mesh, 1))
+  return cache.replace(**{name: _constrain_batch(getattr(cache, name), mesh, axis)
+                          for name, axis in _CACHE_ROW_AXES.items()})
 
 
 # ---- jitted stages --------------------------------------------------------------
@@ -295,22 +296,15 @@ def _decode(graphdef, params, cache, last_tokens, row_keys, finished, start, sto
   return tokens, logprobs, lengths, cache, step, previous, done
 
 
-# Fields of a decoding cache and the axis of their rows (`LlamaCache`, `LingCache`).
-_CACHE_ROW_AXES = {"index": 0, "slot_mask": 0, "positions": 0, "prefix": 0, "groups": 1}
-
-
 @functools.partial(jax.jit, donate_argnames=("cache",))
 def _take_rows(cache, picked):
   """The cache of rows `picked` (every per-row state gathered along its row axis;
   shared ones, such as a scalar index, kept)."""
   batch = cache.slot_mask.shape[0]
-  fields = {}
-  for name, axis in _CACHE_ROW_AXES.items():
-    fields[name] = jax.tree.map(
-        lambda x, axis=axis: (jnp.take(x, picked, axis=axis)
-                              if x.ndim > axis and x.shape[axis] == batch else x),
-        getattr(cache, name))
-  return cache.replace(**fields)
+  def take(x, axis):
+    return jnp.take(x, picked, axis=axis) if x.ndim > axis and x.shape[axis] == batch else x
+  return cache.replace(**{name: jax.tree.map(lambda x, a=axis: take(x, a), getattr(cache, name))
+                          for name, axis in _CACHE_ROW_AXES.items()})
 
 
 # ---- public entry points --------------------------------------------------------
