@@ -43,14 +43,14 @@ def child(args: argparse.Namespace) -> None:
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
   import train_step as bench  # pylint: disable=import-outside-toplevel
   from rcca_jax.models.ling import LingForCausalLM  # pylint: disable=import-outside-toplevel
-  from rcca_jax.rl import losses  # pylint: disable=import-outside-toplevel
+  from rcca_jax.rl import objective as objective_lib  # pylint: disable=import-outside-toplevel
   from rcca_jax.rl import optim  # pylint: disable=import-outside-toplevel
   from rcca_jax.rl import train_step as ts  # pylint: disable=import-outside-toplevel
 
   cfg = bench.bench_config(args.hidden, args.layers)
   fmodel = ts.FunctionalModel(LingForCausalLM(cfg, rngs=nnx.Rngs(0)))
   opt = optim.OptimizerConfig(learning_rate=1e-3, total_steps=1000)
-  objective = ts.PolicyObjective(losses.preset("rcca"), group_size=4)
+  objective = ts.PolicyObjective(objective_lib.preset("rcca"), group_size=4)
   step = ts.make_train_step(fmodel, objective, opt, ts.StepConfig())
   batch = bench.make_batch(np.random.default_rng(0), args.batch, args.length,
                            cfg.vocab_size, 4)

@@ -57,7 +57,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from rcca_jax.rl import checkpoint as checkpoint_lib
-from rcca_jax.rl import losses
+from rcca_jax.rl import objective as objective_lib
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step
 from rcca_jax.study import ablation
@@ -175,7 +175,7 @@ def load_batches(directory: str, steps: Sequence[int], checkpoint: str) -> list[
 class Arm:
   """What an arm changes in the update: its loss and its credit section."""
   name: str
-  loss: losses.LossConfig
+  loss: objective_lib.LossConfig
   weights: Mapping[str, float]
   blame: str
 
@@ -194,9 +194,9 @@ class Gradients:
 
   def __init__(self, trainer: Any, params: Any, model_state: Any):
     self.trainer, self.params, self.model_state = trainer, params, model_state
-    self._fns: dict[losses.LossConfig, Any] = {}
+    self._fns: dict[objective_lib.LossConfig, Any] = {}
 
-  def __call__(self, loss: losses.LossConfig, batch: Mapping[str, np.ndarray]) -> Any:
+  def __call__(self, loss: objective_lib.LossConfig, batch: Mapping[str, np.ndarray]) -> Any:
     objective = train_step.PolicyObjective(loss, self.trainer.config.rl.group_size)
     if loss not in self._fns:
       self._fns[loss] = jax.jit(train_step.make_gradient_fn(

@@ -38,7 +38,7 @@ from flax import nnx
 
 from rcca_jax.models import families
 from rcca_jax.rl import logprobs as logprobs_lib
-from rcca_jax.rl import losses
+from rcca_jax.rl import objective as objective_lib
 from rcca_jax.rl import optim
 from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
       advantages=jnp.asarray((rewards - rewards.mean()) / (rewards.std() + 1e-6),
                              jnp.float32),
       wbar=jnp.ones((args.rl_rows, length), jnp.float32))
-  objective = train_step.PolicyObjective(losses.LossConfig(policy_loss="grpo"),
+  objective = train_step.PolicyObjective(objective_lib.LossConfig(policy_loss="grpo"),
                                          group_size=8)
   rl_step = jax.jit(train_step.make_train_step(fmodel, objective, opt,
                                                train_step.StepConfig()))

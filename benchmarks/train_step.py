@@ -25,7 +25,7 @@ from flax import nnx
 
 from rcca_jax.models.config import LingConfig
 from rcca_jax.models.ling import LingForCausalLM
-from rcca_jax.rl import losses
+from rcca_jax.rl import objective as objective_lib
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step as ts
 from rcca_jax.rl import batch_updates
@@ -84,7 +84,7 @@ def main() -> None:
 
   runs = {}
   for name in ("grpo", "rcca"):
-    objective = ts.PolicyObjective(losses.preset(name), group_size=4)
+    objective = ts.PolicyObjective(objective_lib.preset(name), group_size=4)
     step = ts.make_train_step(fmodel, objective, opt, step_config)
     state = ts.init_state(fmodel, opt)
     start = time.perf_counter()

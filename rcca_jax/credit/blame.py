@@ -34,7 +34,7 @@ from rcca_jax.credit import presets
 from rcca_jax.credit import sites as sites_lib
 
 BLAME_MODES = ("evaluator", "placebo", "oracle", "sibling_diff")
-# Rewards within this of the group's best are not below it (grpo.group_advantages'
+# Rewards within this of the group's best are not below it (objective.group_advantages'
 # tolerance for equal rewards).
 SIBLING_ATOL = 1e-6
 

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from rcca_jax.rl import grpo
+from rcca_jax.rl import objective
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step
 
@@ -25,7 +25,7 @@ class NextTokenObjective:
   keys: tuple[str, ...] = SFT_KEYS
 
   def denominator(self, batch):
-    return grpo.loss_denominator(batch["loss_mask"], "token-mean")
+    return objective.loss_denominator(batch["loss_mask"], "token-mean")
 
   def terms(self, logp, entropy, batch):
     mask = batch["loss_mask"].astype(jnp.float32)

@@ -16,8 +16,9 @@ RL batch (all arrays, per-token ones aligned with `input_ids`: entry t describes
 The SFT batch (`rl.sft`) needs only input_ids, attention_mask and loss_mask.
 
 Modules: `functional` (the NNX model as pure functions and its log-probs),
-`objectives` (what is optimised), `batching` (host-side packing and checks), and
-this one (gradient accumulation, the optimizer update, shardings, compilation).
+`objective` (what is optimised: the whole RL loss), `batch_check` (a host batch checked
+and cast), and this one (gradient accumulation, the optimizer update, shardings,
+compilation).
 """
 
 import dataclasses
@@ -30,14 +31,14 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rcca_jax.parallel.partitioning import batch_partition_spec
-from rcca_jax.rl import grpo
 from rcca_jax.rl import optim
 # The step's building blocks live in their own modules; their names are re-exported
 # here because callers build steps from them together.
 from rcca_jax.rl.batch_check import numpy_batch  # noqa: F401
 from rcca_jax.rl.functional import (  # noqa: F401
     CORRECTION_BIAS_NAMES, FunctionalModel, chunked_token_logprobs, token_logprobs)
-from rcca_jax.rl.objectives import RL_KEYS, Objective, PolicyObjective  # noqa: F401
+from rcca_jax.rl.objective import RL_KEYS, Objective, PolicyObjective  # noqa: F401
+from rcca_jax.rl.objective import finalize_stats, merge_stats
 
 Array = jax.Array
 PyTree = Any
@@ -142,7 +143,7 @@ def make_gradient_fn(fmodel: FunctionalModel, objective: Objective,
       grads_acc = shard_like_params(
           jax.tree.map(lambda a, g: a + g.astype(a.dtype), grads_acc, grads))
       counts_acc = jax.tree.map(jnp.add, counts_acc, counts)
-      return (grads_acc, loss_acc + loss, grpo.merge_stats(stats_acc, stats),
+      return (grads_acc, loss_acc + loss, merge_stats(stats_acc, stats),
               counts_acc), None
 
     first = jax.tree.map(lambda x: x[0], micro)
@@ -195,7 +196,7 @@ def make_train_step(fmodel: FunctionalModel, objective: Objective,
                "clipped": optim.clip_fired(grad_norm, opt_config),
                "learning_rate": schedule(state.step),
                "skipped_nonfinite": 1.0 - finite.astype(jnp.float32),
-               **grpo.finalize_stats(stats), **objective.batch_metrics(batch)}
+               **finalize_stats(stats), **objective.batch_metrics(batch)}
     new_state = state.replace(step=state.step + 1, params=params,
                               model_state=model_state, opt_state=opt_state)
     return new_state, metrics

@@ -34,7 +34,7 @@ DIAGNOSTICS = ("reward_mean", "pass_rate", "zero_advantage_groups", "abs_advanta
                "blamed_token_share", "wbar_mean", "entropy", "clip_low", "clip_high",
                "ratio_min", "ratio_max", "logprob_gap", "kl", "bug_rate", "reference_rate",
                "bug_direct_recall", "bug_any_recall", "response_len",
-               # The token weights the loss used (grpo.policy_loss_terms) and blame rates
+               # The token weights the loss used (objective.loss_terms) and blame rates
                # (rollouts.blame_stats).
                "weight_mean", "weight_sq_mean", "zero_weight_share",
                "negative_token_share", "negative_weight_sum", "sibling_diff_rate",

@@ -43,7 +43,7 @@ from rcca_jax.models.config import LingConfig
 from rcca_jax.models.llama_config import LlamaConfig
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import partitioning
-from rcca_jax.rl import losses
+from rcca_jax.rl import objective
 from rcca_jax.train import flat_groups
 from rcca_jax.train import sections
 
@@ -148,7 +148,7 @@ def _check_sections(c: _Collector) -> None:
     return value if isinstance(value, int) and not isinstance(value, bool) else 1
 
   # The constructors the job calls (train/sections.py), on the config's values.
-  for path, build in (("rl.loss", lambda v: losses.LossConfig.from_mapping(
+  for path, build in (("rl.loss", lambda v: objective.LossConfig.from_mapping(
                           sections.loss_fields(v, c.get("rl.policy_loss"),
                                                c.get("credit.negative_unblamed")))),
                       ("credit", blame.CreditConfig.from_mapping),
@@ -169,7 +169,7 @@ def _check_sections(c: _Collector) -> None:
       c.add(f"{path}: {e}")
   if c.get("rl.policy_loss") is not None:
     try:
-      losses.get_policy_loss(c.get("rl.policy_loss"))
+      objective.policy_loss_name(c.get("rl.policy_loss"))
     except ValueError as e:
       c.add(f"rl.policy_loss: {e}")
   setting = c.get("data.setting")

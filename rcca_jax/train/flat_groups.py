@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from rcca_jax.rl import grpo
+from rcca_jax.rl import objective
 
 FLAT_GROUPS = ("keep", "drop")
 
@@ -33,10 +33,10 @@ def groups(rollouts: Sequence, group_size: int) -> list[list]:
 
 
 def has_signal(group: Sequence) -> bool:
-  """Whether the group's graded rewards differ by more than `grpo.EQUAL_ATOL`, so that
-  GRPO gives it non-zero advantages (ungraded members do not count)."""
+  """Whether the group's graded rewards differ by more than `objective.EQUAL_ATOL`, so
+  that GRPO gives it non-zero advantages (ungraded members do not count)."""
   rewards = [r.reward for r in group if r.reward is not None]
-  return len(rewards) > 1 and max(rewards) - min(rewards) > grpo.EQUAL_ATOL
+  return len(rewards) > 1 and max(rewards) - min(rewards) > objective.EQUAL_ATOL
 
 
 def fill_with_signal(rollouts: Sequence, group_size: int, want: int, rounds: int,

@@ -27,7 +27,7 @@ from rcca_jax.models import safetensors_io
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import multihost
 from rcca_jax.rl import logprobs as logprobs_lib
-from rcca_jax.rl import losses
+from rcca_jax.rl import objective as objective_lib
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step
 from rcca_jax.sampling import JaxSampler, Sampler
@@ -219,7 +219,7 @@ class Programs:
       params, model_state = saved.params, saved.model_state
     return logprobs_lib.Reference(params, model_state, self.logprob_fn())
 
-  def rl_programs(self, loss: losses.LossConfig, opt_config: optim.OptimizerConfig,
+  def rl_programs(self, loss: objective_lib.LossConfig, opt_config: optim.OptimizerConfig,
                   reference_state: Callable[[str], Optional[train_step.TrainState]]
                   ) -> RlPrograms:
     """The RL step's objective of `loss`, its compiled update, the log-prob program

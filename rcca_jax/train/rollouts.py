@@ -31,7 +31,7 @@ from rcca_jax.evaluation.grader import Grader
 from rcca_jax.evaluation.pool import GRADING_FAILED, Job
 from rcca_jax.evaluation.record import UNSCORABLE
 from rcca_jax.parallel import multihost
-from rcca_jax.rl import grpo
+from rcca_jax.rl import objective
 from rcca_jax.train import copy_metrics
 from rcca_jax.train import faults
 from rcca_jax.train.offsets import token_offsets
@@ -278,18 +278,19 @@ def record_stats(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 def group_advantages(rollouts: Sequence[Rollout], group_size: int,
                      scale_by_std: bool = True) -> np.ndarray:
   """Each rollout's GRPO advantage in its group of `group_size` consecutive rows
-  (`grpo.group_advantages`, docs/method.md#7-objective), float32 [B]. A response
+  (`objective.group_advantages`, docs/method.md#7-objective), float32 [B]. A response
   without a reward (all rubrics ungraded, or unscorable) gets 0, and its group's
   advantages come from its graded members only."""
   graded = np.asarray([r.reward is not None for r in rollouts])
   rewards = np.asarray([r.reward or 0.0 for r in rollouts], np.float32)
   if graded.all():
-    return np.asarray(grpo.group_advantages(rewards, group_size, scale_by_std=scale_by_std))
+    return np.asarray(objective.group_advantages(rewards, group_size,
+                                                 scale_by_std=scale_by_std))
   advantages = np.zeros_like(rewards)
   for start in range(0, len(rollouts), group_size):
     rows = start + np.flatnonzero(graded[start:start + group_size])
     if len(rows):
-      advantages[rows] = np.asarray(grpo.group_advantages(
+      advantages[rows] = np.asarray(objective.group_advantages(
           rewards[rows], len(rows), scale_by_std=scale_by_std))
   return advantages
 

@@ -38,7 +38,7 @@ from rcca_jax.models import families
 from rcca_jax.models.config import LingConfig
 from rcca_jax.models.llama_config import LlamaConfig
 from rcca_jax.parallel import mesh as mesh_lib
-from rcca_jax.rl import losses
+from rcca_jax.rl import objective
 from rcca_jax.rl import optim
 from rcca_jax.rl import batch_updates
 
@@ -66,7 +66,7 @@ def _typed(cls: Any, build: Any = None) -> Any:
 # rl.loss: LossConfig's fields less the two filled from elsewhere (rl.policy_loss and
 # credit.negative_unblamed: one name per value).
 STAGE_LENGTH = ("total_steps",)
-LOSS_FIELDS = {f.name: None for f in dataclasses.fields(losses.LossConfig)
+LOSS_FIELDS = {f.name: None for f in dataclasses.fields(objective.LossConfig)
                if f.name not in ("policy_loss", "rcca_negative_unblamed")}
 MODEL_FIELDS = {"family": None, **{f.name: None for cls in (LingConfig, LlamaConfig)
                                    for f in dataclasses.fields(cls)}}
@@ -118,7 +118,7 @@ class SftSection:
 class RlSection:
   """The RL stage: rollouts, grading, credit, updates."""
   num_steps: int                # rollout batches (0: no RL)
-  policy_loss: str = "rcca"     # a registered policy loss: "rcca" | "grpo" | ...
+  policy_loss: str = "rcca"     # a policy loss (rl.objective): "rcca" | "grpo" | ...
   group_size: int               # samples per prompt (a GRPO group)
   prompts_per_step: int         # prompts per rollout batch
   temperature: float = 1.0      # sampling temperature; the loss uses the same (> 0)
@@ -144,7 +144,7 @@ class RlSection:
   max_unscorable: float = 0.25
   unscorable_retries: int = 2
   optimizer: Mapping[str, Any] = _sub(optim.OptimizerConfig, derived=STAGE_LENGTH)
-  loss: Mapping[str, Any] = _sub(LOSS_FIELDS, defaults=losses.LossConfig)
+  loss: Mapping[str, Any] = _sub(LOSS_FIELDS, defaults=objective.LossConfig)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -448,9 +448,9 @@ def update_config(rl: RlSection) -> batch_updates.UpdateConfig:
       recompute_old_logprobs=rl.recompute_old_logprobs)
 
 
-def loss_config(job: JobConfig) -> losses.LossConfig:
+def loss_config(job: JobConfig) -> objective.LossConfig:
   """The job's policy loss (`loss_fields`)."""
-  return losses.LossConfig.from_mapping(
+  return objective.LossConfig.from_mapping(
       loss_fields(job.rl.loss, job.rl.policy_loss, job.credit.negative_unblamed))
 
 

@@ -11,7 +11,7 @@ from rcca_jax.credit import blame
 from rcca_jax.credit import sites as sites_lib
 from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.data.tasks import Task
-from rcca_jax.rl import rcca
+from rcca_jax.rl import objective
 from rcca_jax.train import rollouts as rollouts_lib
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -180,8 +180,8 @@ class FocusPlaceboTest(absltest.TestCase):
     rollouts_lib.assign_weights(batch, blame="placebo")
     wbar = np.stack([r.wbar for r in batch])
     adv = np.asarray([-1.0, -0.5, 0.5, 1.0], np.float32)
-    got = np.asarray(rcca.effective_weights(jnp.asarray(wbar), jnp.asarray(adv),
-                                            negative_unblamed=0.0))
+    got = np.asarray(objective.effective_weights(jnp.asarray(wbar), jnp.asarray(adv),
+                                                 negative_unblamed=0.0))
     np.testing.assert_array_equal(got, np_effective_weights(wbar, adv, 1.2, 1.0, 0.0))
     for row in (0, 1):  # negative: weight exactly on the moved runs, total preserved
       np.testing.assert_array_equal(got[row] > 0, wbar[row] > 1)

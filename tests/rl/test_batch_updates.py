@@ -8,11 +8,9 @@ import pytest
 from absl.testing import absltest
 
 from tests.fixtures import rl_fixtures
-from rcca_jax.rl import grpo
 from rcca_jax.rl import logprobs
-from rcca_jax.rl import losses
+from rcca_jax.rl import objective as objective_lib
 from rcca_jax.rl import optim
-from rcca_jax.rl import rcca
 from rcca_jax.rl import train_step as ts
 from rcca_jax.rl import batch_updates
 
@@ -43,7 +41,7 @@ def _model_logp(fmodel, params, model_state, batch):
 class UpdatesTest(absltest.TestCase):
 
   def test_one_update_is_the_step_bit_for_bit(self):
-    fmodel, objective, step = _step(losses.preset("rcca"))
+    fmodel, objective, step = _step(objective_lib.preset("rcca"))
     batch = ts.numpy_batch(rl_fixtures.rl_batch(seed=5), objective.keys)
     want_state, want = step(ts.init_state(fmodel, OPT), batch)
     got_state, got = batch_updates.run_updates(step, ts.init_state(fmodel, OPT), batch,
@@ -58,7 +56,7 @@ class UpdatesTest(absltest.TestCase):
 
   @pytest.mark.slow
   def test_two_iterations_of_two_mini_batches_equal_a_hand_rolled_loop(self):
-    config = losses.preset("rcca", kl_beta=0.1)
+    config = objective_lib.preset("rcca", kl_beta=0.1)
     fmodel, objective, step = _step(config)
     batch = ts.numpy_batch(rl_fixtures.rl_batch(seed=6), objective.keys)
     state, got = batch_updates.run_updates(
@@ -75,10 +73,10 @@ class UpdatesTest(absltest.TestCase):
 
     def loss_fn(p, mb):
       logp = _model_logp(fmodel, p, model_state, mb)
-      weights = rcca.effective_weights(mb["wbar"], mb["advantages"])
-      loss, _ = grpo.policy_loss(logp, mb["old_logp"], mb["advantages"], weights,
-                                 mb["loss_mask"], ref_logp=mb["ref_logp"],
-                                 kl_beta=0.1, eps_high=config.eps_high)
+      weights = objective_lib.effective_weights(mb["wbar"], mb["advantages"])
+      loss, _ = objective_lib.policy_loss(logp, mb["old_logp"], mb["advantages"], weights,
+                                          mb["loss_mask"], ref_logp=mb["ref_logp"],
+                                          kl_beta=0.1, eps_high=config.eps_high)
       return loss
 
     loss_and_grads = jax.jit(jax.value_and_grad(loss_fn))
@@ -145,7 +143,7 @@ class LogprobsTest(absltest.TestCase):
   def test_recomputed_old_logprobs_and_self_reference(self):
     """Old log-probs recomputed by the trainer: ratio 1 and no clipping at the first
     update; a reference equal to the policy: KL 0 there, positive after updates."""
-    fmodel, objective, step = _step(losses.preset("grpo", kl_beta=0.5))
+    fmodel, objective, step = _step(objective_lib.preset("grpo", kl_beta=0.5))
     fn = logprobs.compile_logprob_fn(fmodel, ts.StepConfig(), 1)
     state = ts.init_state(fmodel, OPT)
     reference = logprobs.Reference(

@@ -10,12 +10,12 @@ from absl.testing import absltest
 
 from tests.fixtures import rl_fixtures
 from rcca_jax.rl import checkpoint
-from rcca_jax.rl import losses
+from rcca_jax.rl import objective
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step as ts
 
 OPT = optim.OptimizerConfig(learning_rate=1e-2, warmup_steps=1, total_steps=8)
-OBJECTIVE = ts.PolicyObjective(losses.preset("rcca"), group_size=4)
+OBJECTIVE = ts.PolicyObjective(objective.preset("rcca"), group_size=4)
 TOTAL_STEPS, STOP_AFTER = 5, 3
 
 

@@ -5,7 +5,7 @@ import jax
 import numpy as np
 from absl.testing import absltest
 
-from rcca_jax.rl import losses
+from rcca_jax.rl import objective as objective_lib
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step
 from tests.fixtures import rl_fixtures
@@ -23,7 +23,7 @@ class CompileOnceTest(absltest.TestCase):
     # checkpoint (committed to their device, as orbax restores them).
     fmodel = train_step.FunctionalModel(rl_fixtures.tiny_model())
     opt = optim.OptimizerConfig(learning_rate=1e-3, total_steps=4)
-    objective = train_step.PolicyObjective(losses.LossConfig(), 4)
+    objective = train_step.PolicyObjective(objective_lib.LossConfig(), 4)
     step, _ = train_step.build_step(fmodel, objective, opt)
     device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     fresh = train_step.init_state(fmodel, opt)

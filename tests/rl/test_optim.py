@@ -7,7 +7,7 @@ import pytest
 from absl.testing import absltest, parameterized
 
 from tests.fixtures import rl_fixtures
-from rcca_jax.rl import losses
+from rcca_jax.rl import objective as objective_lib
 from rcca_jax.rl import optim
 from rcca_jax.rl import train_step as ts
 
@@ -82,7 +82,7 @@ class StepMetricsTest(absltest.TestCase):
 
   def test_grad_norm_is_before_clipping_and_clipped_says_when(self):
     fmodel = ts.FunctionalModel(rl_fixtures.small_model())
-    objective = ts.PolicyObjective(losses.preset("grpo"), group_size=4)
+    objective = ts.PolicyObjective(objective_lib.preset("grpo"), group_size=4)
     batch = ts.numpy_batch(rl_fixtures.rl_batch(seed=4), objective.keys)
     opt = optim.OptimizerConfig(name="sgd", learning_rate=1.0, max_grad_norm=1e-3,
                                 weight_decay=0.0, end_lr_ratio=1.0, total_steps=2)

@@ -17,13 +17,14 @@ def child() -> None:
   """Runs 2 steps on one device and on a (data, fsdp, expert, tensor) mesh."""
   import jax  # pylint: disable=import-outside-toplevel
   from jax.sharding import AxisType  # pylint: disable=import-outside-toplevel
-  from rcca_jax.rl import losses, optim  # pylint: disable=import-outside-toplevel
+  from rcca_jax.rl import objective as objective_lib  # pylint: disable=import-outside-toplevel
+  from rcca_jax.rl import optim  # pylint: disable=import-outside-toplevel
   from rcca_jax.rl import train_step as ts  # pylint: disable=import-outside-toplevel
 
   assert len(jax.devices()) == 8, jax.devices()
   opt = optim.OptimizerConfig(learning_rate=1e-3, warmup_steps=1, total_steps=10)
   fmodel = ts.FunctionalModel(rl_fixtures.small_model())
-  objective = ts.PolicyObjective(losses.preset("rcca", kl_beta=0.02), group_size=4)
+  objective = ts.PolicyObjective(objective_lib.preset("rcca", kl_beta=0.02), group_size=4)
   batches = [ts.numpy_batch(rl_fixtures.rl_batch(seed=s), objective.keys)
              for s in (11, 12)]
 

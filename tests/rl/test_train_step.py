@@ -11,10 +11,8 @@ from absl.testing import absltest, parameterized
 from tests.fixtures import rl_fixtures
 from tests.fixtures.np_reference import np_effective_weights, np_loss_and_grad, np_token_logprobs
 from rcca_jax.data import batching
-from rcca_jax.rl import grpo
-from rcca_jax.rl import losses
+from rcca_jax.rl import objective as objective_lib
 from rcca_jax.rl import optim
-from rcca_jax.rl import rcca
 from rcca_jax.rl import sft
 from rcca_jax.rl import train_step as ts
 
@@ -50,7 +48,7 @@ def gradients(loss_config, micro_batches, batch):
   objective, fn = gradient_fn(loss_config, micro_batches)
   loss, grads, stats, counts = fn(fmodel.params, fmodel.model_state,
                                   ts.numpy_batch(batch, objective.keys))
-  return loss, grads, grpo.finalize_stats(stats), counts
+  return loss, grads, objective_lib.finalize_stats(stats), counts
 
 
 class ChunkedLogprobsTest(parameterized.TestCase):
@@ -60,8 +58,8 @@ class ChunkedLogprobsTest(parameterized.TestCase):
     """Logits made `chunk` positions at a time: same loss, gradients and stats."""
     batch = rl_fixtures.rl_batch(seed=3)
     fmodel = small_fmodel()
-    objective, whole = gradient_fn(losses.preset("rcca"), 1)
-    _, chunked = gradient_fn(losses.preset("rcca"), 1, chunk)
+    objective, whole = gradient_fn(objective_lib.preset("rcca"), 1)
+    _, chunked = gradient_fn(objective_lib.preset("rcca"), 1, chunk)
     inputs = ts.numpy_batch(batch, objective.keys)
     loss1, grads1, stats1, _ = whole(fmodel.params, fmodel.model_state, inputs)
     loss2, grads2, stats2, _ = chunked(fmodel.params, fmodel.model_state, inputs)
@@ -75,9 +73,9 @@ class ChunkedLogprobsTest(parameterized.TestCase):
     # an entry of kv_a_layernorm's gradient, 4x smaller than its terms, moved by 20 u of
     # the gradient's scale (u = 2^-24), past a former bound of 1e-6 = 17 u.
     rl_fixtures.assert_within_rounding(
-        grads2, grads1, term_scale(losses.preset("rcca"), 3),
+        grads2, grads1, term_scale(objective_lib.preset("rcca"), 3),
         rl_fixtures.reduction_length(SMALL_CONFIG, batch))
-    m1, m2 = grpo.finalize_stats(stats1), grpo.finalize_stats(stats2)
+    m1, m2 = objective_lib.finalize_stats(stats1), objective_lib.finalize_stats(stats2)
     for name in m1:
       np.testing.assert_allclose(m2[name], m1[name], rtol=1e-5, atol=1e-7, err_msg=name)
 
@@ -103,14 +101,14 @@ class AccumulationTest(parameterized.TestCase):
     np.testing.assert_array_equal(counts_k, counts1)
 
   def test_four_micro_batches_seq_mean_token_mean(self):
-    self._check(losses.preset("rcca"), 4)
+    self._check(objective_lib.preset("rcca"), 4)
 
   @parameterized.parameters(
       (dict(aggregation="token-mean", kl_beta=0.05),),
       (dict(aggregation="seq-mean-token-sum"),))
   @pytest.mark.slow  # below the parameterization, so that every generated test keeps it
   def test_two_micro_batches_other_aggregations(self, overrides):
-    self._check(losses.preset("rcca", **overrides), 2)
+    self._check(objective_lib.preset("rcca", **overrides), 2)
 
 
 def optax_norm(tree):
@@ -122,7 +120,7 @@ class StepTest(parameterized.TestCase):
   def test_step_matches_independent_loss_and_balances_experts(self):
     model = rl_fixtures.small_model()
     batch = rl_fixtures.rl_batch(seed=2)
-    config = losses.preset("rcca")
+    config = objective_lib.preset("rcca")
     # Independent reference: the model called directly, float64 numpy log-softmax,
     # RCCA weights and clipped loss (tests/fixtures/np_reference.py).
     logits, aux = model(jnp.asarray(batch["input_ids"]),
@@ -137,9 +135,10 @@ class StepTest(parameterized.TestCase):
                                     config.eps_low, config.eps_high, config.aggregation)
     ratio = np.exp(logp - np.asarray(batch["old_logp"], np.float64))[mask > 0]
     # The other statistics: the step's wiring against the loss function on these logps.
-    _, want_metrics = grpo.policy_loss(
+    _, want_metrics = objective_lib.policy_loss(
         jnp.asarray(logp, jnp.float32), batch["old_logp"], batch["advantages"],
-        rcca.effective_weights(jnp.asarray(batch["wbar"]), jnp.asarray(batch["advantages"])),
+        objective_lib.effective_weights(jnp.asarray(batch["wbar"]),
+                                        jnp.asarray(batch["advantages"])),
         batch["loss_mask"])
     counts = np.asarray(aux["expert_counts"], np.float64)
 
@@ -187,13 +186,13 @@ class StepTest(parameterized.TestCase):
     batch = rl_fixtures.rl_batch(seed=3)
     batch["wbar"] = np.ones_like(batch["wbar"])
     cfg = dict(rcca_c=1.0)
-    loss_r, grads_r, _, _ = gradients(losses.preset("rcca", **cfg), 1, batch)
-    loss_g, grads_g, _, _ = gradients(losses.preset("grpo"), 1, batch)
+    loss_r, grads_r, _, _ = gradients(objective_lib.preset("rcca", **cfg), 1, batch)
+    loss_g, grads_g, _, _ = gradients(objective_lib.preset("grpo"), 1, batch)
     # Two differently fused programs: equal up to fp32 rounding (measured 2.6e-6).
     np.testing.assert_allclose(loss_r, loss_g, rtol=1e-5)
     rl_fixtures.assert_within_rounding(
         grads_r, grads_g,
-        rl_fixtures.gradient_term_scale(small_fmodel(), batch, losses.preset("grpo")),
+        rl_fixtures.gradient_term_scale(small_fmodel(), batch, objective_lib.preset("grpo")),
         rl_fixtures.reduction_length(SMALL_CONFIG, batch))
 
 

@@ -12,7 +12,7 @@ from tests.fixtures import rl_fixtures
 from rcca_jax.data import selection
 from rcca_jax.evaluation.pool import GRADING_FAILED
 from rcca_jax.evaluation.record import UNSCORABLE
-from rcca_jax.rl import grpo
+from rcca_jax.rl import objective
 from rcca_jax.rl import optim
 from rcca_jax.rl import sft
 from rcca_jax.rl import train_step as ts
@@ -58,8 +58,8 @@ class UnscorableTest(absltest.TestCase):
     # The others' advantages: GRPO's over each group without the unscorable member.
     kept = [[0, 2, 3], [4, 5, 7]]
     for rows in kept:
-      want = grpo.group_advantages(np.asarray([rewards[i] for i in rows], np.float32),
-                                   len(rows))
+      want = objective.group_advantages(np.asarray([rewards[i] for i in rows], np.float32),
+                                        len(rows))
       np.testing.assert_allclose(adv[rows], want, rtol=1e-6)
       self.assertTrue(all(batch["loss_mask"][i].any() for i in rows))
 

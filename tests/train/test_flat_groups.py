@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from absl.testing import absltest
 
-from rcca_jax.rl import grpo
+from rcca_jax.rl import objective
 from rcca_jax.train import config_check
 from rcca_jax.train import flat_groups
 from rcca_jax.train import rollouts as rollouts_lib
@@ -32,11 +32,11 @@ class FlatGroupsTest(absltest.TestCase):
   def test_signal_ignores_ungraded_members(self):
     groups = flat_groups.groups(_rollouts([0.5, 0.5, 0.1, 0.9, 0.3, None]), 2)
     self.assertEqual([flat_groups.has_signal(g) for g in groups], [False, True, False])
-    # Flat exactly where GRPO's advantages are zero (rewards within grpo.EQUAL_ATOL).
+    # Flat exactly where GRPO's advantages are zero (rewards within objective.EQUAL_ATOL).
     near = _rollouts([0.5, 0.5 + 5e-7, 0.5, 0.5 + 2e-6])
     got = [flat_groups.has_signal(g) for g in flat_groups.groups(near, 2)]
     self.assertEqual(got, [False, True])
-    adv = np.asarray(grpo.group_advantages(np.asarray([0.5, 0.5 + 5e-7], np.float32), 2))
+    adv = np.asarray(objective.group_advantages(np.asarray([0.5, 0.5 + 5e-7], np.float32), 2))
     np.testing.assert_array_equal(adv, [0.0, 0.0])
     with self.assertRaisesRegex(ValueError, "groups of 2"):
       flat_groups.groups(_rollouts([0.1, 0.2, 0.3]), 2)

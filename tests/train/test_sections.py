@@ -7,7 +7,7 @@ import ml_collections
 from absl.testing import absltest
 from absl.testing import parameterized
 
-from rcca_jax.rl import losses
+from rcca_jax.rl import objective
 from rcca_jax.train import config_check
 from rcca_jax.train import sections
 from experiments import tiny_natural
@@ -37,7 +37,7 @@ class SectionsTest(parameterized.TestCase):
     self.assertEqual(config_check.problems(config, num_devices=1, mode="plan"), [])
 
   def test_defaults_follow_the_owning_classes(self):
-    self.assertEqual(sections.default("rl.loss.eps_low"), losses.LossConfig.eps_low)
+    self.assertEqual(sections.default("rl.loss.eps_low"), objective.LossConfig.eps_low)
     self.assertEqual(sections.default("rl.overlap_steps"), 0)
     self.assertEqual(sections.default("credit.direct"), 3.0)
     self.assertIs(sections.default("rl.num_steps"), dataclasses.MISSING)

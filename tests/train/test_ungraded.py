@@ -9,7 +9,7 @@ from rcca_jax.data import tasks as tasks_lib
 from rcca_jax.evaluation import evaluator
 from rcca_jax.evaluation.config import EvalConfig
 from rcca_jax.evaluation.record import RubricResult
-from rcca_jax.rl import grpo
+from rcca_jax.rl import objective
 from rcca_jax.train import rollouts
 
 TASK = tasks_lib.parse_task({
@@ -66,7 +66,7 @@ class UngradedTest(absltest.TestCase):
     graded = rollouts.group_advantages(items[8:], 4)  # all graded: one call of grpo's
     np.testing.assert_array_equal(graded, np.asarray(last, np.float32))
     np.testing.assert_array_equal(
-        graded, grpo.group_advantages(np.asarray(rewards[8:], np.float32), 4))
+        graded, objective.group_advantages(np.asarray(rewards[8:], np.float32), 4))
 
   def test_rl_batch_drops_rewardless_rows_without_biasing_their_group(self):
     rewards = [1.0, None, 0.2, 0.6, 0.5, 0.5, 0.9, 0.1]
@@ -74,14 +74,14 @@ class UngradedTest(absltest.TestCase):
     adv = rollouts.group_advantages(items, 4)
     batch = rollouts.rl_batch(items, adv, max_len=6, pad_id=0)
     np.testing.assert_array_equal(batch["advantages"], adv)
-    want_first = grpo.group_advantages(np.array([1.0, 0.2, 0.6], np.float32), 3)
+    want_first = objective.group_advantages(np.array([1.0, 0.2, 0.6], np.float32), 3)
     np.testing.assert_allclose(adv[[0, 2, 3]], want_first, rtol=1e-6)
     self.assertEqual(adv[1], 0.0)
     np.testing.assert_allclose(
-        adv[4:], grpo.group_advantages(np.array(rewards[4:], np.float32), 4), rtol=1e-6)
+        adv[4:], objective.group_advantages(np.array(rewards[4:], np.float32), 4), rtol=1e-6)
     self.assertEqual(batch["loss_mask"][1].sum(), 0.0)  # left out of the loss
     np.testing.assert_array_equal(batch["loss_mask"][0], [0, 0, 1, 1, 1, 0])
-    self.assertEqual(float(grpo.loss_denominator(batch["loss_mask"],
+    self.assertEqual(float(objective.loss_denominator(batch["loss_mask"],
                                                  "seq-mean-token-mean")), 7.0)
 
   def test_stats_count_rewardless_responses_apart(self):

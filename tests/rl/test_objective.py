@@ -1,17 +1,22 @@
-"""GRPO advantages, the clipped weighted loss and the entropy token selection against
-independent numpy references."""
+"""The RL objective (`rl.objective`) against independent numpy references: GRPO
+advantages, RCCA's effective weights (docs/method.md#6-asymmetric-effective-weights) and
+their magnitude control, the clipped weighted loss, the entropy token selection, the
+policy losses by name and presets, and the old modules kept as aliases."""
+
+import ast
+import importlib
+import json
+import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from absl.testing import absltest, parameterized
 
-from tests.fixtures.np_reference import (np_advantages, np_loss_and_grad,
-                          np_negative_mean_weights, np_top_entropy_tokens)
-from rcca_jax.rl import grpo
-from rcca_jax.rl import losses
-from rcca_jax.rl import objectives
-from rcca_jax.rl import rcca
+from tests.fixtures.np_reference import (np_advantages, np_effective_weights,
+                                         np_loss_and_grad, np_negative_mean_weights,
+                                         np_top_entropy_tokens)
+from rcca_jax.rl import objective
 
 AGGS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum")
 
@@ -36,15 +41,15 @@ class AdvantageTest(parameterized.TestCase):
 
   def test_matches_numpy(self):
     rewards = np.random.default_rng(0).uniform(0, 1, 24)
-    got = grpo.group_advantages(jnp.asarray(rewards, jnp.float32), 6)
+    got = objective.group_advantages(jnp.asarray(rewards, jnp.float32), 6)
     np.testing.assert_allclose(got, np_advantages(rewards, 6), rtol=1e-5, atol=1e-5)
 
   def test_equal_group_gives_zeros_and_is_counted(self):
     rewards = jnp.asarray([0.5] * 4 + [0.0, 1.0, 0.0, 1.0])
-    adv = grpo.group_advantages(rewards, 4)
+    adv = objective.group_advantages(rewards, 4)
     np.testing.assert_array_equal(adv[:4], 0.0)
     self.assertTrue(np.all(np.isfinite(adv)))
-    self.assertAlmostEqual(float(grpo.zero_advantage_group_fraction(adv, 4)), 0.5)
+    self.assertAlmostEqual(float(objective.zero_advantage_group_fraction(adv, 4)), 0.5)
 
   @parameterized.product(group_size=[4, 8, 16],
                          value=[0.05, 0.1, 0.2, 0.4, 0.7, 1.0],
@@ -53,25 +58,25 @@ class AdvantageTest(parameterized.TestCase):
   def test_degenerate_group_is_exactly_zero(self, group_size, value, dtype, scale_by_std):
     varied = np.linspace(0.1, 0.9, group_size)
     rewards = jnp.asarray(np.concatenate([np.full(group_size, value), varied]), dtype)
-    adv = np.asarray(grpo.group_advantages(rewards, group_size, scale_by_std=scale_by_std))
+    adv = np.asarray(objective.group_advantages(rewards, group_size, scale_by_std=scale_by_std))
     self.assertTrue(np.all(adv[:group_size] == 0.0), adv[:group_size])
     self.assertTrue(np.any(adv[group_size:] != 0.0))
-    self.assertEqual(float(grpo.zero_advantage_group_fraction(jnp.asarray(adv), group_size)),
-                     0.5)
+    self.assertEqual(
+        float(objective.zero_advantage_group_fraction(jnp.asarray(adv), group_size)), 0.5)
 
   def test_rewards_equal_within_tolerance_are_degenerate(self):
     rewards = jnp.asarray([0.3, 0.1 + 0.2, 0.3, 0.3 + 1e-7], jnp.float32)
-    np.testing.assert_array_equal(grpo.group_advantages(rewards, 4), 0.0)
+    np.testing.assert_array_equal(objective.group_advantages(rewards, 4), 0.0)
     rewards = jnp.asarray([0.3, 0.3, 0.3, 0.31], jnp.float32)
-    self.assertTrue(np.all(np.asarray(grpo.group_advantages(rewards, 4)) != 0.0))
+    self.assertTrue(np.all(np.asarray(objective.group_advantages(rewards, 4)) != 0.0))
 
   def test_no_std_scaling(self):
-    adv = grpo.group_advantages(jnp.asarray([0.0, 1.0]), 2, scale_by_std=False)
+    adv = objective.group_advantages(jnp.asarray([0.0, 1.0]), 2, scale_by_std=False)
     np.testing.assert_allclose(adv, [-0.5, 0.5])
 
   def test_bad_group_size(self):
     with self.assertRaisesRegex(ValueError, "does not divide"):
-      grpo.group_advantages(jnp.zeros(6), 4)
+      objective.group_advantages(jnp.zeros(6), 4)
 
 
 class PolicyLossTest(parameterized.TestCase):
@@ -86,9 +91,9 @@ class PolicyLossTest(parameterized.TestCase):
     jl, jo, ja, jw, jm, jr = f32(logp, old, adv, w, mask, ref)
 
     def loss(x):
-      return grpo.policy_loss(x, jo, ja, jw, jm, eps_low=0.2, eps_high=0.28,
-                              aggregation=aggregation,
-                              ref_logp=jr if with_kl else None, kl_beta=beta)[0]
+      return objective.policy_loss(x, jo, ja, jw, jm, eps_low=0.2, eps_high=0.28,
+                                   aggregation=aggregation,
+                                   ref_logp=jr if with_kl else None, kl_beta=beta)[0]
 
     got_loss, got_grad = jax.value_and_grad(loss)(jl)
     np.testing.assert_allclose(got_loss, want_loss, rtol=1e-5, atol=1e-6)
@@ -127,21 +132,21 @@ class PolicyLossTest(parameterized.TestCase):
   def test_split_batch_with_global_denominator(self, aggregation):
     logp, old, adv, w, mask, _ = random_inputs(3)
     jl, jo, ja, jw, jm = f32(logp, old, adv, w, mask)
-    whole, _ = grpo.policy_loss(jl, jo, ja, jw, jm, aggregation=aggregation)
-    den = grpo.loss_denominator(jm, aggregation)
-    parts = sum(grpo.policy_loss(jl[s], jo[s], ja[s], jw[s], jm[s],
-                                 aggregation=aggregation, denominator=den)[0]
+    whole, _ = objective.policy_loss(jl, jo, ja, jw, jm, aggregation=aggregation)
+    den = objective.loss_denominator(jm, aggregation)
+    parts = sum(objective.policy_loss(jl[s], jo[s], ja[s], jw[s], jm[s],
+                                      aggregation=aggregation, denominator=den)[0]
                 for s in (slice(0, 3), slice(3, 8)))
     np.testing.assert_allclose(parts, whole, rtol=1e-6)
 
   def test_unit_weights_is_plain_grpo_and_scale_matters(self):
     logp, old, adv, _, mask, _ = random_inputs(4)
     jl, jo, ja, jm = f32(logp, old, adv, mask)
-    ones, _ = grpo.policy_loss(jl, jo, ja, 1.0, jm)
+    ones, _ = objective.policy_loss(jl, jo, ja, 1.0, jm)
     want, _ = np_loss_and_grad(logp, old, adv, np.ones_like(logp), mask, 0.2, 0.2,
                                "seq-mean-token-mean")
     np.testing.assert_allclose(ones, want, rtol=1e-5)
-    doubled, _ = grpo.policy_loss(jl, jo, ja, 2.0, jm)
+    doubled, _ = objective.policy_loss(jl, jo, ja, 2.0, jm)
     np.testing.assert_allclose(doubled, 2 * ones, rtol=1e-6)
 
   @parameterized.parameters(*AGGS)
@@ -153,8 +158,8 @@ class PolicyLossTest(parameterized.TestCase):
       jl, jo, ja, jw, jm, jr = f32(logp, old, adv, w, m, ref)
 
       def loss(x):
-        return grpo.policy_loss(x, jo, ja, jw, jm, aggregation=aggregation,
-                                ref_logp=jr, kl_beta=0.1)
+        return objective.policy_loss(x, jo, ja, jw, jm, aggregation=aggregation,
+                                     ref_logp=jr, kl_beta=0.1)
 
       (value, metrics), grad = jax.value_and_grad(loss, has_aux=True)(jl)
       self.assertTrue(np.isfinite(value))
@@ -169,7 +174,7 @@ class PolicyLossTest(parameterized.TestCase):
     logp, old, adv, w, mask, _ = random_inputs(6)
     w[0, 0] = 2.5  # Not a bucket value.
     jl, jo, ja, jw, jm = f32(logp, old, adv, w, mask)
-    _, m = grpo.policy_loss(jl, jo, ja, jw, jm, eps_low=0.2, eps_high=0.28)
+    _, m = objective.policy_loss(jl, jo, ja, jw, jm, eps_low=0.2, eps_high=0.28)
     valid = mask > 0
     ratio = np.exp(logp - old)[valid]
     a = np.broadcast_to(adv[:, None], mask.shape)[valid]
@@ -182,8 +187,8 @@ class PolicyLossTest(parameterized.TestCase):
     np.testing.assert_allclose(m["logprob_gap"], np.abs(logp - old)[valid].mean(),
                                rtol=1e-5)
     np.testing.assert_allclose(m["abs_advantage"], np.abs(adv).mean(), rtol=1e-6)
-    shares = [float(m[f"weight_share_{b:.1f}"]) for b in grpo.WEIGHT_BUCKETS]
-    for b, share in zip(grpo.WEIGHT_BUCKETS, shares):
+    shares = [float(m[f"weight_share_{b:.1f}"]) for b in objective.WEIGHT_BUCKETS]
+    for b, share in zip(objective.WEIGHT_BUCKETS, shares):
       np.testing.assert_allclose(share, np.mean(w[valid] == b), rtol=1e-6)
     np.testing.assert_allclose(m["weight_share_other"], 1 / valid.sum(), rtol=1e-6)
     np.testing.assert_allclose(sum(shares) + m["weight_share_other"], 1.0, rtol=1e-6)
@@ -192,7 +197,7 @@ class PolicyLossTest(parameterized.TestCase):
     logp, old, adv, w, mask, _ = random_inputs(9)
     w[:3, :4] = 0.0
     jl, jo, ja, jw, jm = f32(logp, old, adv, w, mask)
-    _, m = grpo.policy_loss(jl, jo, ja, jw, jm)
+    _, m = objective.policy_loss(jl, jo, ja, jw, jm)
     valid = mask > 0
     negative = np.broadcast_to(adv[:, None] < 0, mask.shape)[valid]
     want = {"weight_mean": w[valid].mean(), "weight_sq_mean": (w[valid] ** 2).mean(),
@@ -206,7 +211,7 @@ class PolicyLossTest(parameterized.TestCase):
 
   def test_unknown_aggregation(self):
     with self.assertRaisesRegex(ValueError, "unknown aggregation"):
-      grpo.policy_loss(*f32(*random_inputs(0)[:5]), aggregation="sum")
+      objective.policy_loss(*f32(*random_inputs(0)[:5]), aggregation="sum")
 
 
 class TopEntropyTest(parameterized.TestCase):
@@ -216,7 +221,7 @@ class TopEntropyTest(parameterized.TestCase):
                            [0.0, -0.0, 0.0, 0.3, 0.0, 0.0],   # 6 tokens: k = 2
                            [5.0, 1.0, 2.0, 0.0, 0.0, 0.0]])   # 0 tokens: none
     mask = jnp.asarray([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1], [0] * 6])
-    got = grpo.top_entropy_tokens(entropy, mask, 0.2)
+    got = objective.top_entropy_tokens(entropy, mask, 0.2)
     np.testing.assert_array_equal(got, [[0, 1, 0, 0, 0, 0],
                                         [1, 0, 0, 1, 0, 0],   # zeros tie: the earliest
                                         [0] * 6])
@@ -229,8 +234,8 @@ class TopEntropyTest(parameterized.TestCase):
     lengths = rng.integers(0, 41, 16)
     lengths[:3] = (35, 15, 40)  # 0.2 * 35 and 0.2 * 15 are integers up to rounding
     mask = (np.arange(40)[None] < lengths[:, None]).astype(np.float32)
-    got = np.asarray(grpo.top_entropy_tokens(jnp.asarray(entropy), jnp.asarray(mask),
-                                             fraction))
+    got = np.asarray(objective.top_entropy_tokens(jnp.asarray(entropy), jnp.asarray(mask),
+                                                  fraction))
     np.testing.assert_array_equal(got, np_top_entropy_tokens(entropy, mask, fraction))
     np.testing.assert_array_equal(got.sum(1), np.ceil(np.round(fraction * lengths, 9)))
     if fraction == 0.2:
@@ -238,43 +243,43 @@ class TopEntropyTest(parameterized.TestCase):
 
   def test_constant_under_jit_and_grad(self):
     def total(entropy):
-      return jnp.sum(entropy * grpo.top_entropy_tokens(entropy, jnp.ones((1, 4)), 0.5))
+      return jnp.sum(entropy * objective.top_entropy_tokens(entropy, jnp.ones((1, 4)), 0.5))
     entropy = jnp.asarray([[0.1, 0.4, 0.3, 0.2]])
     self.assertAlmostEqual(float(jax.jit(total)(entropy)), 0.7, places=6)
     np.testing.assert_allclose(jax.grad(total)(entropy), [[0.0, 1.0, 1.0, 0.0]])
 
 
-class RegistryTest(parameterized.TestCase):
+class PolicyLossByNameTest(parameterized.TestCase):
 
   def test_grpo_ignores_wbar_and_rcca_uses_effective_weights(self):
     logp, old, adv, wbar, mask, _ = random_inputs(8)
     jl, jo, ja, jw, jm = f32(logp, old, adv, wbar, mask)
-    cfg = losses.preset("grpo")
-    num, _ = losses.get_policy_loss("grpo")(jl, jo, ja, jw, jm, None, cfg)
-    plain, _ = grpo.policy_loss(jl, jo, ja, 1.0, jm)
-    np.testing.assert_allclose(num / grpo.loss_denominator(jm, cfg.aggregation), plain,
+    cfg = objective.preset("grpo")
+    num, _ = objective.loss_terms(jl, jo, ja, jw, jm, cfg)
+    plain, _ = objective.policy_loss(jl, jo, ja, 1.0, jm)
+    np.testing.assert_allclose(num / objective.loss_denominator(jm, cfg.aggregation), plain,
                                rtol=1e-6)
-    cfg = losses.preset("rcca", rcca_c=1.3)
-    num, _ = losses.get_policy_loss("rcca")(jl, jo, ja, jw, jm, None, cfg)
-    weighted, _ = grpo.policy_loss(jl, jo, ja,
-                                   rcca.effective_weights(jw, ja, c=1.3), jm)
-    np.testing.assert_allclose(num / grpo.loss_denominator(jm, cfg.aggregation),
+    cfg = objective.preset("rcca", rcca_c=1.3)
+    num, _ = objective.loss_terms(jl, jo, ja, jw, jm, cfg)
+    weighted, _ = objective.policy_loss(jl, jo, ja,
+                                        objective.effective_weights(jw, ja, c=1.3), jm)
+    np.testing.assert_allclose(num / objective.loss_denominator(jm, cfg.aggregation),
                                weighted, rtol=1e-6)
     self.assertNotAlmostEqual(float(weighted), float(plain), places=4)
 
   def test_rcca_neg_mean_keeps_rccas_negative_totals(self):
     logp, old, adv, wbar, mask, _ = random_inputs(10)
     jl, jo, ja, jw, jm = f32(logp, old, adv, wbar, mask)
-    cfg = losses.preset("grpo", policy_loss="rcca_neg_mean", rcca_negative_unblamed=0.0)
-    num, stats = losses.get_policy_loss("rcca_neg_mean")(jl, jo, ja, jw, jm, None, cfg)
+    cfg = objective.preset("grpo", policy_loss="rcca_neg_mean", rcca_negative_unblamed=0.0)
+    num, stats = objective.loss_terms(jl, jo, ja, jw, jm, cfg)
     want, _ = np_loss_and_grad(logp, old, adv,
                                np_negative_mean_weights(wbar, adv, mask, 0.0), mask,
                                0.2, 0.2, "seq-mean-token-mean")
-    np.testing.assert_allclose(num / grpo.loss_denominator(jm, cfg.aggregation), want,
+    np.testing.assert_allclose(num / objective.loss_denominator(jm, cfg.aggregation), want,
                                rtol=1e-5)
     # The same total weight on negative responses as rcca under focus.
-    focus = losses.preset("rcca", rcca_negative_unblamed=0.0)
-    _, focus_stats = losses.get_policy_loss("rcca")(jl, jo, ja, jw, jm, None, focus)
+    focus = objective.preset("rcca", rcca_negative_unblamed=0.0)
+    _, focus_stats = objective.loss_terms(jl, jo, ja, jw, jm, focus)
     np.testing.assert_allclose(stats["token_sums"]["negative_weight_sum"],
                                focus_stats["token_sums"]["negative_weight_sum"], rtol=1e-5)
 
@@ -283,79 +288,213 @@ class RegistryTest(parameterized.TestCase):
     logp, old, adv, wbar, mask, _ = random_inputs(13)
     self.assertTrue((adv < 0).any() and (adv > 0).any())
     jl, jo, ja, jw, jm = f32(logp, old, adv, wbar, mask)
-    cfg = losses.preset("grpo", policy_loss=name, negative_scale=0.3)
-    num, stats = losses.get_policy_loss(name)(jl, jo, ja, jw, jm, None, cfg)
+    cfg = objective.preset("grpo", policy_loss=name, negative_scale=0.3)
+    num, stats = objective.loss_terms(jl, jo, ja, jw, jm, cfg)
     base = (np.ones_like(logp) if name == "grpo"
-            else np.asarray(rcca.effective_weights(jw, ja)))
+            else np.asarray(objective.effective_weights(jw, ja)))
     weights = np.where(adv[:, None] < 0, 0.3, 1.0) * base
     want, _ = np_loss_and_grad(logp, old, adv, weights, mask, 0.2, 0.2,
                                "seq-mean-token-mean")
     # float32 weights and log-ratios against the float64 reference: a few ulps of the
     # sums, far inside 1e-5 relative.
-    np.testing.assert_allclose(num / grpo.loss_denominator(jm, cfg.aggregation), want,
+    np.testing.assert_allclose(num / objective.loss_denominator(jm, cfg.aggregation), want,
                                rtol=1e-5)
-    off = losses.preset("grpo", policy_loss=name)
-    _, off_stats = losses.get_policy_loss(name)(jl, jo, ja, jw, jm, None, off)
+    off = objective.preset("grpo", policy_loss=name)
+    _, off_stats = objective.loss_terms(jl, jo, ja, jw, jm, off)
     np.testing.assert_allclose(stats["token_sums"]["negative_weight_sum"],
                                0.3 * off_stats["token_sums"]["negative_weight_sum"],
                                rtol=1e-6)
     with self.assertRaisesRegex(ValueError, "negative_scale=-1.0 must be >= 0"):
-      losses.LossConfig(negative_scale=-1.0)
+      objective.LossConfig(negative_scale=-1.0)
 
   @parameterized.parameters("grpo", "rcca", "rcca_neg_mean")
   def test_entropy_top_fraction_zeroes_the_other_tokens(self, name):
     logp, old, adv, wbar, mask, _ = random_inputs(11)
     entropy = np.random.default_rng(11).uniform(0, 3, logp.shape)
     jl, jo, ja, jw, jm, je = f32(logp, old, adv, wbar, mask, entropy)
-    off = losses.preset("grpo", policy_loss=name)
-    on = losses.preset("grpo", policy_loss=name, entropy_top_fraction=0.2)
-    fn = losses.get_policy_loss(name)
-    base = {"grpo": jnp.ones_like(jl), "rcca": rcca.effective_weights(jw, ja),
-            "rcca_neg_mean": rcca.negative_mean_weights(jw, ja, jm)}[name]
+    off = objective.preset("grpo", policy_loss=name)
+    on = objective.preset("grpo", policy_loss=name, entropy_top_fraction=0.2)
+
+    def fn(config, **entropy):
+      return objective.loss_terms(jl, jo, ja, jw, jm, config, **entropy)
+
+    base = {"grpo": jnp.ones_like(jl), "rcca": objective.effective_weights(jw, ja),
+            "rcca_neg_mean": objective.negative_mean_weights(jw, ja, jm)}[name]
     selected = np_top_entropy_tokens(entropy, mask, 0.2)
-    want, _ = grpo.policy_loss_terms(jl, jo, ja, base * selected, jm)
-    got, stats = fn(jl, jo, ja, jw, jm, None, on, entropy=je)
+    want, _ = objective.loss_terms(jl, jo, ja, base * selected, jm,
+                                   objective.LossConfig(policy_loss="weighted"))
+    got, stats = fn(on, entropy=je)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     self.assertGreater(float(stats["token_sums"]["zero_weight_share"]),
                        0.7 * float(stats["tokens"]))
     # Off, the entropy is not read: the loss is the one without it.
     nan = jnp.full_like(je, jnp.nan)
-    np.testing.assert_array_equal(fn(jl, jo, ja, jw, jm, None, off, entropy=nan)[0],
-                                  fn(jl, jo, ja, jw, jm, None, off)[0])
+    np.testing.assert_array_equal(fn(off, entropy=nan)[0], fn(off)[0])
     with self.assertRaisesRegex(ValueError, "needs the per-token entropy"):
-      fn(jl, jo, ja, jw, jm, None, on)
+      fn(on)
 
   def test_objective_passes_the_entropy(self):
     logp, old, adv, wbar, mask, _ = random_inputs(12)
     entropy = np.random.default_rng(12).uniform(0, 3, logp.shape)
     jl, jo, ja, jw, jm, je = f32(logp, old, adv, wbar, mask, entropy)
     batch = {"old_logp": jo, "advantages": ja, "wbar": jw, "loss_mask": jm}
-    cfg = losses.preset("grpo", entropy_top_fraction=0.2)
-    got, _ = objectives.PolicyObjective(cfg, 4).terms(jl, je, batch)
-    want, _ = losses.grpo_loss(jl, jo, ja, jw, jm, None, cfg, entropy=je)
+    cfg = objective.preset("grpo", entropy_top_fraction=0.2)
+    got, _ = objective.PolicyObjective(cfg, 4).terms(jl, je, batch)
+    want, _ = objective.loss_terms(jl, jo, ja, jw, jm, cfg, entropy=je)
     np.testing.assert_array_equal(got, want)
 
   def test_presets_and_errors(self):
-    dapo = losses.preset("dapo")
+    dapo = objective.preset("dapo")
     self.assertEqual((dapo.aggregation, dapo.eps_high), ("token-mean", 0.28))
-    self.assertFalse(losses.preset("dr_grpo").scale_advantages_by_std)
-    self.assertEqual(losses.preset("rcca", kl_beta=0.1).kl_beta, 0.1)
+    self.assertFalse(objective.preset("dr_grpo").scale_advantages_by_std)
+    self.assertEqual(objective.preset("rcca", kl_beta=0.1).kl_beta, 0.1)
     with self.assertRaisesRegex(ValueError, "unknown policy loss"):
-      losses.LossConfig(policy_loss="ppo")
+      objective.LossConfig(policy_loss="ppo")
     with self.assertRaisesRegex(ValueError, "unknown loss preset"):
-      losses.preset("nope")
+      objective.preset("nope")
     with self.assertRaisesRegex(ValueError, "unknown loss config keys"):
-      losses.LossConfig.from_mapping({"eps": 0.1})
+      objective.LossConfig.from_mapping({"eps": 0.1})
     with self.assertRaisesRegex(ValueError, "entropy_top_fraction=1.5 must lie in"):
-      losses.LossConfig(entropy_top_fraction=1.5)
-    self.assertEqual(losses.LossConfig().entropy_top_fraction, 0.0)
+      objective.LossConfig(entropy_top_fraction=1.5)
+    self.assertEqual(objective.LossConfig().entropy_top_fraction, 0.0)
 
   def test_former_loss_name_is_an_alias(self):
     # Configs and committed results (experiments/results/*/summary.json) name it.
-    self.assertIs(losses.get_policy_loss("grpo_neg_scaled"),
-                  losses.get_policy_loss("rcca_neg_mean"))
-    self.assertEqual(losses.LossConfig(policy_loss="grpo_neg_scaled").policy_loss,
+    self.assertEqual(objective.policy_loss_name("grpo_neg_scaled"), "rcca_neg_mean")
+    self.assertEqual(objective.policy_loss_name("rcca"), "rcca")
+    self.assertEqual(objective.LossConfig(policy_loss="grpo_neg_scaled").policy_loss,
                      "grpo_neg_scaled")
+
+
+class EffectiveWeightsTest(parameterized.TestCase):
+
+  @parameterized.parameters((1.2, 1.0), (1.5, 0.5), (1.0, 1.0))
+  def test_matches_numpy_on_random_inputs(self, c, positive_blamed):
+    rng = np.random.default_rng(0)
+    wbar = rng.choice([1.0, 1.5, 2.5, 3.0, 4.0], (16, 20)).astype(np.float32)
+    adv = rng.choice([-1.3, -1e-7, 0.0, 1e-7, 0.9], 16).astype(np.float32)
+    got = objective.effective_weights(jnp.asarray(wbar), jnp.asarray(adv), c=c,
+                                      positive_blamed=positive_blamed)
+    np.testing.assert_array_equal(got, np_effective_weights(wbar, adv, c,
+                                                            positive_blamed))
+    self.assertEqual(got.dtype, jnp.float32)
+
+  def test_negative_unblamed_one_is_todays_formula_exactly(self):
+    rng = np.random.default_rng(1)
+    wbar = rng.choice([0.5, 1.0, 1.5, 3.0, 4.0], (16, 20)).astype(np.float32)
+    adv = rng.choice([-1.3, -1e-7, 0.0, 0.9], 16).astype(np.float32)
+    got = objective.effective_weights(jnp.asarray(wbar), jnp.asarray(adv), c=1.2,
+                                      negative_unblamed=1.0)
+    np.testing.assert_array_equal(got, np_effective_weights(wbar, adv, 1.2, 1.0))
+
+  @parameterized.parameters(0.0, 0.25)
+  def test_negative_unblamed_weights_the_unblamed_tokens_of_negative_responses(self, nu):
+    wbar = jnp.asarray([[1.0, 1.5, 3.0, 4.0]] * 2)
+    got = objective.effective_weights(wbar, jnp.asarray([-0.5, 0.7]), negative_unblamed=nu)
+    np.testing.assert_allclose(got, [[nu, 1.5, 3.0, 4.0],  # blamed tokens keep wbar
+                                     [1.2, 1.0, 1.0, 1.0]])  # positive: unchanged
+
+  def test_method_examples(self):
+    wbar = jnp.asarray([[1.0, 1.5, 3.0, 4.0]] * 3)
+    got = objective.effective_weights(wbar, jnp.asarray([-0.5, 0.0, 0.7]))
+    np.testing.assert_allclose(got, [[1.0, 1.5, 3.0, 4.0],   # negative: wbar
+                                     [1.2, 1.0, 1.0, 1.0],   # zero counts as >= 0
+                                     [1.2, 1.0, 1.0, 1.0]])
+
+  def test_jittable_and_shape_errors(self):
+    wbar = jnp.ones((2, 3))
+    got = jax.jit(objective.effective_weights)(wbar, jnp.asarray([1.0, -1.0]))
+    np.testing.assert_allclose(got, [[1.2] * 3, [1.0] * 3])
+    with self.assertRaisesRegex(ValueError, "expected wbar"):
+      objective.effective_weights(jnp.ones(3), jnp.ones(3))
+
+
+class NegativeMeanWeightsTest(parameterized.TestCase):
+
+  @parameterized.parameters(0.0, 0.5, 1.0)
+  def test_matches_numpy_and_totals_equal_rcca(self, nu):
+    rng = np.random.default_rng(2)
+    wbar = rng.choice([1.0, 1.0, 1.5, 3.0, 4.0], (12, 10)).astype(np.float32)
+    adv = rng.choice([-1.3, -0.2, 0.0, 0.9], 12).astype(np.float32)
+    mask = (np.arange(10)[None] < rng.integers(0, 11, 12)[:, None]).astype(np.float32)
+    got = objective.negative_mean_weights(jnp.asarray(wbar), jnp.asarray(adv),
+                                          jnp.asarray(mask), negative_unblamed=nu)
+    # float32 mean of <= 10 weights: relative error <= gamma_10 ~ 10 u = 6e-7 (u = 2^-24).
+    np.testing.assert_allclose(got, np_negative_mean_weights(wbar, adv, mask, nu),
+                               rtol=1e-6)
+    self.assertEqual(got.dtype, jnp.float32)
+    effective = objective.effective_weights(jnp.asarray(wbar), jnp.asarray(adv),
+                                            negative_unblamed=nu)
+    negative = adv < 0
+    # factor * n against the direct sum: each within gamma_11 of the exact total (< 1e-6).
+    np.testing.assert_allclose((np.asarray(got) * mask).sum(1)[negative],
+                               (np.asarray(effective) * mask).sum(1)[negative], rtol=1e-5)
+
+  def test_hand_made_batch_under_focus(self):
+    wbar = jnp.asarray([[1.0, 3.0, 3.0, 1.0],   # negative: 6 over 4 tokens
+                        [1.0, 1.0, 1.0, 1.0],   # negative, nothing blamed: 0
+                        [1.0, 4.0, 1.0, 1.0],   # negative, 2 response tokens: 4 / 2
+                        [1.0, 3.0, 1.0, 1.0]])  # positive: RCCA's c / positive_blamed
+    mask = jnp.asarray([[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 1]])
+    got = objective.negative_mean_weights(wbar, jnp.asarray([-1.0, -0.5, -0.1, 0.7]), mask,
+                                          negative_unblamed=0.0)
+    np.testing.assert_allclose(got, [[1.5] * 4, [0.0] * 4, [2.0] * 4, [1.2, 1.0, 1.2, 1.2]])
+
+  def test_jittable(self):
+    got = jax.jit(objective.negative_mean_weights)(jnp.full((2, 3), 3.0),
+                                                   jnp.asarray([-1.0, 1.0]),
+                                                   jnp.ones((2, 3)))
+    np.testing.assert_allclose(got, [[3.0] * 3, [1.0] * 3])  # wbar 3 > 1: blamed
+
+
+
+class AliasTest(parameterized.TestCase):
+  """The modules the objective was split over, kept for one release as aliases
+  (docs/contracts.md#8-interfaces-of-the-second-wave)."""
+
+  REPO = pathlib.Path(__file__).resolve().parents[2]
+  # Alias -> the names its callers used that it still provides.
+  ALIASES = {
+      "grpo": ("AGGREGATIONS", "EQUAL_ATOL", "WEIGHT_BUCKETS", "group_advantages",
+               "zero_advantage_group_fraction", "loss_denominator", "aggregate_numerator",
+               "top_entropy_tokens", "policy_loss", "merge_stats", "finalize_stats"),
+      "rcca": ("effective_weights", "negative_mean_weights"),
+      "losses": ("LossConfig", "PRESETS", "POLICY_LOSS_ALIASES", "preset"),
+      "objectives": ("RL_KEYS", "Objective", "PolicyObjective"),
+  }
+
+  @parameterized.parameters(*ALIASES)
+  def test_alias_exposes_the_same_objects(self, name):
+    module = importlib.import_module(f"rcca_jax.rl.{name}")
+    self.assertIn("alias kept for one release", module.__doc__.lower())
+    public = [n for n in vars(objective) if not n.startswith("_")]
+    for attr in (*public, *self.ALIASES[name]):
+      self.assertIs(getattr(module, attr), getattr(objective, attr), f"{name}.{attr}")
+
+  def test_nothing_else_imports_the_aliases(self):
+    aliases = {f"rcca_jax.rl.{name}" for name in self.ALIASES}
+    found = []
+    for top in ("rcca_jax", "tests", "benchmarks", "experiments"):
+      for path in sorted((self.REPO / top).rglob("*")):
+        if "results" in path.relative_to(self.REPO).parts:
+          continue  # committed results stay as they were
+        if path.suffix == ".py":
+          sources = [path.read_text(encoding="utf-8")]
+        elif path.suffix == ".ipynb":
+          cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+          sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        else:
+          continue
+        for source in sources:
+          for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+              names = {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+              names = {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+            else:
+              continue
+            found += [f"{path.relative_to(self.REPO)}: {n}" for n in sorted(names & aliases)]
+    self.assertEqual(found, [])
 
 
 if __name__ == "__main__":
