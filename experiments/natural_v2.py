@@ -81,7 +81,8 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     config.sft.optimizer.update(learning_rate=1e-3, warmup_steps=50)
   if preset == "rl":
     config.init_from_hf = SFT_POLICY
-    config.data.families = FAMILIES + ("echo_short_copy",)  # the curriculum's SFT families
+    # The curriculum's SFT families (the apps and its two drills).
+    config.data.families = FAMILIES + ("echo_short_copy", "echo_label_copy")
     config.sft.num_steps = 0
     # RL prompts need no SFT-sized pool; dev grows (the pilot's first 12 and 6 kept).
     config.data.fresh.update(train_per_family=2000, dev_per_family=30,

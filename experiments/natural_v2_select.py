@@ -4,6 +4,7 @@ chosen one's parameters into the repository.
 
     python -m experiments.natural_v2_select W --steps=3000,4000,5000 [--json OUT]
         [--config=experiments/natural_v2.py:curriculum --set=init_from_hf=DIR]
+    python -m experiments.natural_v2_select W --policy=HF_DIR [--config=...]
     python -m experiments.natural_v2_select W --pack=4000 --out=DIR
 
 Per step, two evaluations (`python -m rcca_jax.main --mode=eval --checkpoint=sft:STEP`,
@@ -34,14 +35,17 @@ MIN_PASS_GAP = 0.15
 MIN_SIGNAL_SHARE = 0.5
 
 
-def _eval(workdir: str, step: int, tasks: str | None, samples: int,
+def _eval(workdir: str, step: int | str, tasks: str | None, samples: int,
           config: str = CONFIG, overrides: Sequence[str] = ()) -> str:
-  """Runs one evaluation (unless its summary exists); its output directory."""
+  """Runs one evaluation (unless its summary exists) of SFT step `step`, or of the
+  run's starting policy for `step == "base"`; its output directory."""
   stem = os.path.splitext(os.path.basename(tasks))[0] if tasks else ""
-  out = os.path.join(workdir, "eval", f"sft_{step:06d}_{stem}")
+  name, checkpoint = (("base", "base") if step == "base"
+                      else (f"sft_{int(step):06d}", f"sft:{step}"))
+  out = os.path.join(workdir, "eval", f"{name}_{stem}")
   if not os.path.exists(os.path.join(out, "summary.json")):
     cmd = [sys.executable, "-m", "rcca_jax.main", f"--config={config}",
-           f"--workdir={workdir}", "--mode=eval", f"--checkpoint=sft:{step}",
+           f"--workdir={workdir}", "--mode=eval", f"--checkpoint={checkpoint}",
            f"--config.eval.samples_per_request={samples}",
            *(f"--config.{o}" for o in overrides)]
     subprocess.run(cmd + ([f"--tasks={tasks}"] if tasks else []), check=True)
@@ -106,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("workdir")
   p.add_argument("--steps", default="", help="comma-separated SFT steps to measure")
+  p.add_argument("--policy", default="",
+                 help="measure this Hugging Face policy directory instead (the run's "
+                      "`base` checkpoint with init_from_hf=DIR; W holds its evaluations)")
   p.add_argument("--dry", type=int, default=24, help="train requests of the dry round")
   p.add_argument("--samples", type=int, default=8)
   p.add_argument("--config", default=CONFIG, help="the SFT run's config (its preset)")
@@ -122,7 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
   dry = dry_tasks(args.workdir, args.dry)
   table = {}
-  for step in [int(s) for s in args.steps.split(",") if s]:
+  steps: list[int | str] = [int(s) for s in args.steps.split(",") if s]
+  if args.policy:
+    steps, args.set = ["base"], [*args.set, f"init_from_hf={args.policy}"]
+  for step in steps:
     table[step] = conditions(
         _eval(args.workdir, step, None, args.samples, args.config, args.set),
         _eval(args.workdir, step, dry, args.samples, args.config, args.set))

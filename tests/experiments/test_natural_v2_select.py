@@ -42,5 +42,18 @@ class ConditionsTest(absltest.TestCase):
     self.assertFalse(select.conditions(dev, dry)["in_band"])
 
 
+  def test_evaluations_are_named_by_checkpoint_and_not_rerun(self):
+    # An evaluation whose summary exists is reused (no subprocess runs here): SFT steps
+    # and the starting policy (`--policy`: the run's `base` checkpoint) apart.
+    root = self.create_tempdir().full_path
+    for name in ("sft_000250_", "base_dry", "base_"):
+      _write(os.path.join(root, "eval", name), {}, [])
+    self.assertEqual(select._eval(root, 250, None, 8),
+                     os.path.join(root, "eval", "sft_000250_"))
+    self.assertEqual(select._eval(root, "base", "/x/dry.jsonl", 8),
+                     os.path.join(root, "eval", "base_dry"))
+    self.assertEqual(select._eval(root, "base", None, 8), os.path.join(root, "eval", "base_"))
+
+
 if __name__ == "__main__":
   absltest.main()

@@ -1,0 +1,558 @@
+"""The one-step paired instrument: where does one update of each arm move the bug sites?
+
+    python -m experiments.credit_onestep --config=experiments/credit_study2.py \
+        --setting=s1_0 --checkpoint=DIR/s1_0/seed_0/sft/checkpoints/sft \
+        --batches=N --out=OUT [--arms=grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo] \
+        [--batches_dir=OUT/batches] [--first_step=0] [--workdir=SCRATCH] \
+        [--config.eval.grading_cache=DIR/s1_0/grading_cache] [--config.FIELD=VALUE ...]
+
+Credit study 2 compared arms by whole 36-step runs, 5 seeds each, and could not resolve
+focus against its placebo (Δ AUC p_bug −0.006 [−0.035, 0.028] in s1_0). This
+instrument removes the run-to-run noise: every arm makes ONE optimizer update on the
+same graded RL batch, from the same checkpoint state, and the effect is read where the
+controlled setting knows the bugs are.
+
+Batches: the trainer's RL batches of steps `first_step .. first_step + N - 1`, sampled
+at the checkpoint's parameters and graded once (`benchmarks/credit_mechanism.py`:
+`sample_batches`, pickled in its format in `--batches_dir`; batches already there are
+read back, the missing ones sampled and added). Per batch and arm: the arm's batch
+(its advantages and credit weights, `credit_mechanism.arm_batch`) and one update of the
+trainer's compiled RL step (`Programs.rl_programs`, `batch_updates.update_batch`) from
+the checkpoint's parameters with a fresh optimizer of the arm's `rl.optimizer`, as the
+trainer's first RL step makes it.
+
+Margin at a bug site: `logp(bug variant) − logp(reference)`, each the teacher-forced
+answer log-probability of the site metrics (`train/site_metrics.py`, the same compiled
+program: `Programs.site_metrics`), so `sigmoid(margin)` is that site's p_bug. Measured
+before (at the checkpoint) and after each arm's update, at every bug site of the
+batch's requests; `Δmargin = after − before`, and `Δp_bug` the change of its sigmoid.
+A site is blamed in a batch when some failed response (negative advantage) of its
+request carries the bug and the evaluator's blame covers it (`wbar > 1` on a token
+overlapping the bug's span in that response, the evaluator's diagnostic weights of
+the config's `credit`); otherwise unblamed (the bug absent from the failed responses,
+or present but not blamed; responses that are no combination of the task's sites
+cannot be located and count for neither).
+
+Statistics: pooled means over (batch, site) pairs; paired differences between arms on
+the same pairs; 95% percentile bootstrap intervals that resample batches (the
+independent units: a batch's sites share its update). Differences: focus − placebo and
+every arm − grpo, at blamed, unblamed and all sites, in margin and in p_bug.
+Resolution: the half-width of focus − placebo's interval. For study 2's scale, the
+all-sites Δp_bug half-width is multiplied by the mean RL step of study 2's evaluations
+(18 for evaluations every 3 steps to 36): the AUC difference that a constant per-step
+effect would build up if it added linearly, an extrapolation, not a measurement.
+
+Outputs in `--out`: `pairs.jsonl` (one line per measured batch; a rerun with the same
+checkpoint and arms measures only the batches missing), `summary.json` (every pair's
+raw before/after values, so `recompute` rebuilds every number) and the printed table.
+
+What one update is: AdamW's first step from fresh moments moves every parameter by
+about the learning rate along the sign of its (clipped) gradient, so the instrument sees
+each arm's sign pattern, not its gradient's size; later steps of a run weigh sizes
+through the moments. The instrument measures the first step only.
+
+Pilot (s1_0, seed 0's SFT rebuilt with the study's command: post-SFT p_bug 0.5486573,
+study 2's to 5e-8 relative; 55 batches of 4 groups x 6, 220 (batch, site) pairs, 102
+blamed; 36 s per batch for the five arms on 2 shared CPU cores; commands and times in
+/root/cs3/PILOT.md of that session). focus − placebo at blamed sites: Δmargin +0.045
+[+0.003, +0.086] nats, Δp_bug +0.011 [+0.001, +0.020] per update: the placebo lowers
+the bug more than focus, on each of the four requests. Smallest resolvable effect (the
+half-width): 0.041 nats of margin and 0.0096 in p_bug per update at blamed sites,
+0.0056 in p_bug at all sites. Against study 2's half-width of 0.0315 in AUC p_bug: x 18
+it is 0.10, coarser, but linear accumulation overstates (focus − grpo is −0.015 per
+update here, x 18 = −0.28, against −0.095 in study 2); unit free, as a share of
+|focus − grpo|, it is 0.37 here and 0.33 in study 2: 55 batches resolve about as finely
+as study 2's five seeds, at the first update, and the half-width falls as
+1/sqrt(batches).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import time
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app
+from absl import flags
+from ml_collections import config_flags
+
+from benchmarks import credit_mechanism
+from rcca_jax.credit import blame as blame_lib
+from rcca_jax.credit import sites as sites_lib
+from rcca_jax.rl import batch_updates
+from rcca_jax.rl import optim
+from rcca_jax.study import ablation
+from rcca_jax.study import sweep
+from rcca_jax.train import rollouts as rollouts_lib
+from rcca_jax.train import sections
+from rcca_jax.train import site_metrics
+
+ARMS = "grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo"
+FOCUS, PLACEBO, BASELINE = "rcca_focus", "rcca_focus_placebo", "grpo"
+CATEGORIES = ("blamed", "unblamed", "all")
+MEASURES = ("margin", "p_bug")
+# Credit study 2 (its README, 5 seeds): focus − placebo's Δ AUC p_bug (head to head)
+# and focus − grpo's, the effect its resolution is compared with.
+STUDY2 = {"s1_0": {"mean": -0.006, "interval": [-0.035, 0.028], "focus_grpo": -0.095},
+          "s3_4": {"mean": -0.007, "interval": [-0.024, 0.013], "focus_grpo": -0.059}}
+
+SiteKey = tuple[str, str]  # (task id, site name)
+
+
+# ---- arms and updates ----------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class OneStepArm:
+  """An arm's loss and credit (`credit_mechanism.Arm`) and its RL optimizer."""
+  name: str
+  credit: credit_mechanism.Arm
+  optimizer: optim.OptimizerConfig
+
+
+def arms_of(config: Any, names: Sequence[str]) -> list[OneStepArm]:
+  """The arms `names` of `config.arms`, each with its own `rl.optimizer` schedule."""
+  out = []
+  for name in names:
+    job = sections.job_config(ablation.arm_config(config, 0, name))
+    opt = sections.optimizer_config(job.rl.optimizer, job.rl.num_steps)
+    out.append(OneStepArm(name, credit_mechanism.arm(config, name), opt))
+  return out
+
+
+def check_one_update(trainer: Any) -> None:
+  """The instrument applies one update to a batch as sampled: no μ or mini-batches,
+  no dynamic sampling."""
+  r = trainer.job.rl
+  if trainer.update_config.updates_per_batch != 1:
+    raise ValueError("rl.num_iterations and rl.mini_batches must be 1 (one update per batch)")
+  if r.resample_flat_rounds or r.flat_groups != "keep":
+    raise ValueError("dynamic sampling (rl.resample_flat_rounds, rl.flat_groups) is not "
+                     "measured here")
+
+
+def start_state(state: Any, fresh: Any) -> Any:
+  """Copies of `state`'s parameters, model state and key with `fresh`'s optimizer
+  state and step (the trainer's RL step 0; copies, because the compiled step donates
+  its state)."""
+  return jax.tree.map(jnp.copy, fresh.replace(
+      params=state.params, model_state=state.model_state, rng=state.rng))
+
+
+class Updates:
+  """The trainer's compiled RL update per (loss, optimizer), compiled once each, and a
+  fresh optimizer state per optimizer."""
+
+  def __init__(self, trainer: Any):
+    self.trainer = trainer
+    self._programs: dict[tuple, Any] = {}
+    self._fresh: dict[optim.OptimizerConfig, Any] = {}
+
+  def __call__(self, arm: OneStepArm, state: Any, batch: Mapping[str, np.ndarray]
+               ) -> tuple[Any, dict[str, float]]:
+    """The state after the arm's one update of `batch` from `start_state`, and the
+    update's metrics."""
+    key = (arm.credit.loss, arm.optimizer)
+    if key not in self._programs:
+      self._programs[key] = self.trainer.programs.rl_programs(
+          arm.credit.loss, arm.optimizer, self.trainer.checkpoints.reference_state)
+    if arm.optimizer not in self._fresh:
+      self._fresh[arm.optimizer] = self.trainer.programs.fresh_state(arm.optimizer)
+    p = self._programs[key]
+    new, per_update, _, skipped = batch_updates.update_batch(
+        p.update, start_state(state, self._fresh[arm.optimizer]), batch,
+        self.trainer.update_config, keys=p.objective.keys, reference=p.reference,
+        policy_logprobs=p.old_logprobs)
+    if skipped:
+      raise ValueError(f"arm {arm.name}: update skipped ({skipped})")
+    return new, per_update[0]
+
+
+# ---- sites ---------------------------------------------------------------------------
+
+def bug_margins(trainer: Any, state: Any, tasks: Sequence[Any]) -> dict[SiteKey, float]:
+  """`logp(bug variant) − logp(reference)` of every bug site of `tasks` under `state`
+  (the site metrics' records; sites too long to score are left out)."""
+  records = trainer.programs.site_metrics(state, list(tasks)).get("sites", [])
+  return {(r["task_id"], r["site"]): r["logp"]["bug"] - r["logp"]["reference"]
+          for r in records if r["kind"] == "bug"}
+
+
+def site_blame(rollouts: Sequence[Any], group_size: int, weights: Mapping[str, float]
+               ) -> dict[SiteKey, dict[str, int]]:
+  """Per bug site of the batch's requests: how many failed responses (negative
+  advantage) carry its bug (located in the response, `blame.oracle_issues`) and how
+  many of those the evaluator's blame covers (`wbar > 1` on a token of the bug's span,
+  weights `weights`)."""
+  copies = [dataclasses.replace(r) for r in rollouts]
+  rollouts_lib.assign_weights(copies, weights=weights, blame="evaluator")
+  advantages = rollouts_lib.group_advantages(copies, group_size)
+  out: dict[SiteKey, dict[str, int]] = {}
+  for r, advantage in zip(copies, advantages):
+    for site in sites_lib.sites_of(r.task):
+      if site.kind == "bug":
+        out.setdefault((r.task.id, site.name), {"failed_with_bug": 0, "failed_blamed": 0})
+    if advantage >= 0:
+      continue
+    for issue in blame_lib.oracle_issues(r.task, r.text) or []:
+      (start, end), = issue["direct"]
+      on = (r.offsets[:, 0] < end) & (start < r.offsets[:, 1])
+      counts = out[(r.task.id, issue["site"])]
+      counts["failed_with_bug"] += 1
+      counts["failed_blamed"] += int(np.any(r.wbar[on] > 1.0))
+  return out
+
+
+def unique_tasks(rollouts: Iterable[Any]) -> list[Any]:
+  """The rollouts' tasks, each once, in order."""
+  seen: dict[str, Any] = {}
+  for r in rollouts:
+    seen.setdefault(r.task.id, r.task)
+  return list(seen.values())
+
+
+# ---- measurement ---------------------------------------------------------------------
+
+def measure_batch(trainer: Any, state: Any, rollouts: Sequence[Any], step: int,
+                  arms: Sequence[OneStepArm], updates: Updates,
+                  before: Mapping[SiteKey, float]) -> dict[str, Any]:
+  """One batch's line of `pairs.jsonl`: its (site) pairs with the margin before and
+  after each arm's update, and each update's gradient norm and clipping."""
+  t0 = time.time()
+  tasks = unique_tasks(rollouts)
+  after, metrics = {}, {}
+  for arm in arms:
+    new, m = updates(arm, state, credit_mechanism.arm_batch(trainer, rollouts, arm.credit))
+    after[arm.name] = bug_margins(trainer, new, tasks)
+    metrics[arm.name] = {"grad_norm": m["grad_norm"], "clipped": m["clipped"],
+                         "learning_rate": m["learning_rate"]}
+  blame = site_blame(rollouts, trainer.config.rl.group_size, trainer.credit_weights)
+  pairs = []
+  for key, counts in blame.items():
+    if key not in before:
+      continue
+    pairs.append({"step": step, "task_id": key[0], "site": key[1],
+                  "blamed": counts["failed_blamed"] > 0, **counts,
+                  "before": before[key],
+                  "after": {name: a[key] for name, a in after.items()}})
+  return {"step": step, "pairs": pairs, "updates": metrics, "measure_s": time.time() - t0}
+
+
+def measure(trainer: Any, state: Any, batches: Sequence[Sequence[Any]],
+            steps: Sequence[int], arms: Sequence[OneStepArm],
+            done: Optional[Mapping[int, dict]] = None,
+            on_batch: Any = None) -> list[dict[str, Any]]:
+  """`measure_batch` of every batch not in `done` (step -> its line), in step order;
+  `on_batch(line)` after each (appending it to `pairs.jsonl`). Returns every line."""
+  check_one_update(trainer)
+  done = dict(done or {})
+  updates = Updates(trainer)
+  todo = [(s, b) for s, b in zip(steps, batches) if s not in done]
+  if todo:
+    before = bug_margins(trainer, state, unique_tasks(r for _, b in todo for r in b))
+    for step, rollouts in todo:
+      done[step] = measure_batch(trainer, state, rollouts, step, arms, updates, before)
+      if on_batch is not None:
+        on_batch(done[step])
+  return [done[s] for s in steps]
+
+
+# ---- statistics ----------------------------------------------------------------------
+
+def in_category(pair: Mapping[str, Any], category: str) -> bool:
+  return category == "all" or pair["blamed"] == (category == "blamed")
+
+
+def changes(pairs: Sequence[Mapping[str, Any]], arm: str, what: str) -> np.ndarray:
+  """Per pair, the arm's Δmargin (`what` "margin") or Δp_bug ("p_bug")."""
+  before = np.asarray([p["before"] for p in pairs], np.float64)
+  after = np.asarray([p["after"][arm] for p in pairs], np.float64)
+  if what == "margin":
+    return after - before
+  return p_bugs(after) - p_bugs(before)
+
+
+def p_bugs(margins: np.ndarray) -> np.ndarray:
+  """sigmoid of each margin: the site's p_bug (`site_metrics.p_bug`)."""
+  return np.asarray([site_metrics.p_bug(m, 0.0) for m in margins], np.float64)
+
+
+def cluster_stat(values: np.ndarray, clusters: Sequence[int], *, reps: int, seed: int,
+                 level: float = 0.95) -> dict[str, Any]:
+  """Pooled mean of `values` and its percentile bootstrap interval, resampling the
+  clusters (batches) with replacement; also the half-width and the counts."""
+  if len(values) == 0:
+    return {"mean": None, "interval": [None, None], "half_width": None, "pairs": 0,
+            "batches": 0}
+  ids = sorted(set(clusters))
+  index = np.searchsorted(ids, clusters)
+  sums = np.bincount(index, weights=values, minlength=len(ids))
+  counts = np.bincount(index, minlength=len(ids)).astype(np.float64)
+  draw = np.random.default_rng(seed).integers(0, len(ids), (reps, len(ids)))
+  means = sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
+  lo, hi = (float(q) for q in np.quantile(means, [(1 - level) / 2, (1 + level) / 2]))
+  return {"mean": float(values.sum() / len(values)), "interval": [lo, hi],
+          "half_width": (hi - lo) / 2, "pairs": len(values), "batches": len(ids)}
+
+
+def arm_stat(pairs: Sequence[Mapping[str, Any]], arm: str, base: Optional[str],
+             category: str, what: str, *, reps: int, seed: int) -> dict[str, Any]:
+  """`cluster_stat` of the arm's change (minus `base`'s on the same pair, if given)
+  over the pairs of `category`."""
+  chosen = [p for p in pairs if in_category(p, category)]
+  values = changes(chosen, arm, what)
+  if base is not None:
+    values = values - changes(chosen, base, what)
+  return cluster_stat(values, [p["step"] for p in chosen], reps=reps, seed=seed)
+
+
+def comparisons(arms: Sequence[str]) -> list[tuple[str, str]]:
+  """focus − placebo (both present), then every arm − grpo (present)."""
+  out = [(FOCUS, PLACEBO)] if FOCUS in arms and PLACEBO in arms else []
+  if BASELINE in arms:
+    out += [(a, BASELINE) for a in arms if a != BASELINE]
+  return out
+
+
+def statistics(pairs: Sequence[Mapping[str, Any]], arms: Sequence[str], *, reps: int,
+               seed: int) -> dict[str, Any]:
+  """Per-arm means and the paired differences of `comparisons`, every category and
+  measure."""
+  def block(arm: str, base: Optional[str]) -> dict[str, Any]:
+    return {c: {w: arm_stat(pairs, arm, base, c, w, reps=reps, seed=seed)
+                for w in MEASURES} for c in CATEGORIES}
+  return {"arm_means": {a: block(a, None) for a in arms},
+          "differences": [{"arm": a, "against": b, **block(a, b)}
+                          for a, b in comparisons(arms)]}
+
+
+def auc_steps_mean(config: Any) -> float:
+  """The mean RL step of a run's dev evaluations (post-SFT as step 0, then every
+  `eval.every_rl_steps` to `rl.num_steps`): what a constant per-step change is
+  multiplied by in an AUC."""
+  every = max(int(config.eval.every_rl_steps), 1)
+  return float(np.mean(np.arange(0, config.rl.num_steps + 1, every)))
+
+
+def find_difference(stats: Mapping[str, Any], arm: str, against: str
+                    ) -> Optional[dict[str, Any]]:
+  found = [d for d in stats["differences"] if (d["arm"], d["against"]) == (arm, against)]
+  return found[0] if found else None
+
+
+def resolution(stats: Mapping[str, Any], auc_steps: float, setting: str
+               ) -> Optional[dict[str, Any]]:
+  """focus − placebo's half-widths, their study-2 scale (`auc_equivalent`) and, unit
+  free, as a share of |focus − grpo| at all sites in p_bug (`relative`), beside study
+  2's own (None without focus and placebo)."""
+  d = find_difference(stats, FOCUS, PLACEBO)
+  if d is None:
+    return None
+  all_p = d["all"]["p_bug"]["half_width"]
+  effect = find_difference(stats, FOCUS, BASELINE)
+  scale = effect and effect["all"]["p_bug"]["mean"]
+  out = {"blamed_margin": d["blamed"]["margin"]["half_width"],
+         "blamed_p_bug": d["blamed"]["p_bug"]["half_width"],
+         "all_p_bug": all_p, "auc_steps_mean": auc_steps,
+         "auc_equivalent": None if all_p is None else all_p * auc_steps,
+         "relative": all_p / abs(scale) if all_p is not None and scale else None}
+  if setting in STUDY2:
+    s = STUDY2[setting]
+    half = (s["interval"][1] - s["interval"][0]) / 2
+    out["study2"] = {"setting": setting, **s, "half_width": half,
+                     "relative": half / abs(s["focus_grpo"])}
+  return out
+
+
+def summarize(lines: Sequence[Mapping[str, Any]], arms: Sequence[str], *, reps: int,
+              seed: int, auc_steps: float, setting: str = "",
+              info: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+  """The summary: `info`, the raw pairs and update metrics, counts, statistics and
+  resolution."""
+  pairs = [p for line in lines for p in line["pairs"]]
+  stats = statistics(pairs, arms, reps=reps, seed=seed)
+  return {**dict(info or {}), "setting": setting, "arms": list(arms),
+          "auc_steps_mean": auc_steps,
+          "steps": [line["step"] for line in lines],
+          "bootstrap": {"reps": reps, "seed": seed, "level": 0.95, "unit": "batch"},
+          "counts": {"batches": len(lines), "pairs": len(pairs),
+                     "blamed": sum(p["blamed"] for p in pairs),
+                     "unblamed": sum(not p["blamed"] for p in pairs)},
+          **stats, "resolution": resolution(stats, auc_steps, setting),
+          "measure_s": sum(line["measure_s"] for line in lines),
+          "updates": [{"step": line["step"], **line["updates"]} for line in lines],
+          "pairs": pairs}
+
+
+def recompute(summary: Mapping[str, Any]) -> dict[str, Any]:
+  """Statistics and resolution rebuilt from the summary's raw pairs alone."""
+  b = summary["bootstrap"]
+  stats = statistics(summary["pairs"], summary["arms"], reps=b["reps"], seed=b["seed"])
+  return {**stats, "resolution": resolution(stats, summary["auc_steps_mean"],
+                                            summary["setting"])}
+
+
+# ---- report --------------------------------------------------------------------------
+
+def cell(stat: Mapping[str, Any], digits: int = 4) -> str:
+  if stat["mean"] is None:
+    return "-"
+  lo, hi = stat["interval"]
+  return f"{stat['mean']:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+def table(summary: Mapping[str, Any]) -> str:
+  """The printed report: counts, per-arm means, differences and resolution."""
+  c = summary["counts"]
+  lines = [f"one update per arm on {c['batches']} batches: {c['pairs']} (batch, bug site) "
+           f"pairs, {c['blamed']} blamed, {c['unblamed']} unblamed; mean [95% CI, "
+           "bootstrap over batches]; margin = logp(bug) - logp(reference) in nats",
+           "", "per arm: Δmargin (blamed | unblamed); Δp_bug (blamed | unblamed)"]
+  width = max(len(a) for a in summary["arms"]) + 2
+  for arm, s in summary["arm_means"].items():
+    lines.append(f"  {arm:<{width}}{cell(s['blamed']['margin'])} | "
+                 f"{cell(s['unblamed']['margin'])};  {cell(s['blamed']['p_bug'])} | "
+                 f"{cell(s['unblamed']['p_bug'])}")
+  lines += ["", "paired differences (pairs / batches): category, Δmargin; Δp_bug"]
+  for d in summary["differences"]:
+    lines.append(f"  {d['arm']} - {d['against']}")
+    for category in CATEGORIES:
+      m, p = d[category]["margin"], d[category]["p_bug"]
+      lines.append(f"    {category:<9}{cell(m)};  {cell(p)}  ({m['pairs']} / {m['batches']})")
+  r = summary["resolution"]
+  if r:
+    lines += ["", resolution_text(r)]
+  return "\n".join(lines)
+
+
+def resolution_text(r: Mapping[str, Any]) -> str:
+  if r["blamed_margin"] is None:
+    return "resolution: no blamed site measured"
+  text = (f"resolution (half-width of {FOCUS} - {PLACEBO}): blamed sites "
+          f"{r['blamed_margin']:.4f} nats of margin, {r['blamed_p_bug']:.4f} in p_bug per "
+          f"update; all sites {r['all_p_bug']:.4f} in p_bug per update, x "
+          f"{r['auc_steps_mean']:g} (mean evaluated RL step) = {r['auc_equivalent']:.4f} "
+          "in AUC p_bug if the per-step effect added up linearly (an extrapolation)")
+  if "study2" in r:
+    s = r["study2"]
+    text += (f"; credit study 2 ({s['setting']}, 5 seeds): Δ AUC p_bug {s['mean']:+.3f} "
+             f"[{s['interval'][0]:+.3f}, {s['interval'][1]:+.3f}], half-width "
+             f"{s['half_width']:.4f}")
+  if r["relative"] is not None:
+    text += (f". Unit free, as a share of |{FOCUS} - {BASELINE}| (all sites, p_bug): "
+             f"{r['relative']:.2f} here")
+    if "study2" in r:
+      text += (f", {r['study2']['relative']:.2f} in study 2 (half-width / "
+               f"|{r['study2']['focus_grpo']:.3f}|)")
+  return text
+
+
+# ---- batches and files ---------------------------------------------------------------
+
+def graded_batches(trainer: Any, state: Any, steps: Sequence[int], directory: str,
+                   checkpoint: str) -> list[list]:
+  """The graded batches of `steps`: those saved in `directory` read back, the others
+  sampled and graded (`credit_mechanism.sample_batches`) and saved with them."""
+  meta = os.path.join(directory, "meta.json")
+  saved = []
+  if os.path.exists(meta):
+    with open(meta, encoding="utf-8") as f:
+      saved = json.load(f)["steps"]
+  by_step = dict(zip(saved, credit_mechanism.load_batches(directory, saved, checkpoint)
+                     if saved else []))
+  missing = [s for s in steps if s not in by_step]
+  if missing:
+    by_step.update(zip(missing, credit_mechanism.sample_batches(trainer, state, missing)))
+    keep = sorted(by_step)
+    credit_mechanism.save_batches(directory, keep, [by_step[s] for s in keep], checkpoint)
+  return [by_step[s] for s in steps]
+
+
+def read_lines(path: str) -> dict[int, dict]:
+  """The measured batches of a `pairs.jsonl` (step -> line; {} without the file)."""
+  if not os.path.exists(path):
+    return {}
+  with open(path, encoding="utf-8") as f:
+    lines = [json.loads(text) for text in f if text.strip()]
+  return {line["step"]: line for line in lines}
+
+
+def claim_out(out: str, meta: Mapping[str, Any]) -> None:
+  """`out/meta.json` says which checkpoint and arms its lines measure; another run's
+  directory is refused."""
+  os.makedirs(out, exist_ok=True)
+  path = os.path.join(out, "meta.json")
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      have = json.load(f)
+    if have != json.loads(json.dumps(meta)):
+      raise ValueError(f"{out} holds measurements of {have}, not {dict(meta)}")
+    return
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(meta, f, indent=1)
+
+
+# ---- command -------------------------------------------------------------------------
+
+def define_flags() -> None:
+  config_flags.DEFINE_config_file("config", None, "Experiment config file.")
+  flags.DEFINE_string("setting", "", "A sweep config's setting (its overrides applied).")
+  flags.DEFINE_string("checkpoint", None, "SFT checkpoint directory (RUN/checkpoints/sft).")
+  flags.DEFINE_integer("batches", 20, "RL batches (steps) to measure.")
+  flags.DEFINE_integer("first_step", 0, "The first RL step's prompts and seed.")
+  flags.DEFINE_string("arms", ARMS, "Arms (names in config.arms).")
+  flags.DEFINE_string("out", None, "Output directory (pairs.jsonl, summary.json).")
+  flags.DEFINE_string("batches_dir", "", "Graded batches (default OUT/batches).")
+  flags.DEFINE_string("workdir", "", "Scratch directory (default: a temporary one).")
+  flags.DEFINE_integer("bootstrap", 2000, "Bootstrap resamples.")
+  flags.mark_flags_as_required(["config", "checkpoint", "out"])
+
+
+def main(argv: Sequence[str]) -> None:
+  del argv
+  from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
+  f = flags.FLAGS
+  config = sweep.setting_config(f.config, f.setting) if f.setting else f.config
+  checkpoint = os.path.abspath(f.checkpoint)
+  if not sections.value(config, "data.controlled.path"):
+    config.data.controlled.path = credit_mechanism.find_tasks(checkpoint)
+  names = [n.strip() for n in f.arms.split(",") if n.strip()]
+  unknown = [n for n in names if n not in config.arms]
+  if unknown:
+    raise app.UsageError(f"--arms: unknown {unknown} (config.arms: {list(config.arms)})")
+  arms = arms_of(config, names)
+  claim_out(f.out, {"checkpoint": checkpoint, "setting": f.setting, "arms": names,
+                    "optimizers": {a.name: dataclasses.asdict(a.optimizer) for a in arms}})
+  steps = list(range(f.first_step, f.first_step + f.batches))
+  lines_path = os.path.join(f.out, "pairs.jsonl")
+
+  def append(line: Mapping[str, Any]) -> None:
+    with open(lines_path, "a", encoding="utf-8") as out:
+      out.write(json.dumps(line) + "\n")
+
+  t0 = time.time()
+  with trainer_lib.Trainer(config, f.workdir or tempfile.mkdtemp(prefix="onestep_")) as trainer:
+    state = credit_mechanism.restore(trainer, checkpoint)
+    batches = graded_batches(trainer, state, steps, f.batches_dir or
+                             os.path.join(f.out, "batches"), checkpoint)
+    t_batches = time.time()
+    lines = measure(trainer, state, batches, steps, arms, read_lines(lines_path), append)
+  summary = summarize(lines, names, reps=f.bootstrap, seed=0, auc_steps=auc_steps_mean(config),
+                      setting=f.setting,
+                      info={"checkpoint": checkpoint,
+                            "tasks": config.data.controlled.path,
+                            "invocation_wall_s": {"batches": t_batches - t0,
+                                                  "total": time.time() - t0}})
+  with open(os.path.join(f.out, "summary.json"), "w", encoding="utf-8") as out:
+    json.dump(summary, out, indent=1)
+  print(table(summary))
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
