@@ -183,7 +183,7 @@ class Arm:
 def arm(config: Any, name: str) -> Arm:
   c = ablation.arm_config(config, 0, name)
   job = sections.job_config(c)
-  credit, loss = job.credit, sections.loss_config(job)
+  credit, loss = job.credit, job.rl.loss
   if loss.kl_beta:
     raise ValueError(f"arm {name}: rl.loss.kl_beta > 0 is not measured here (no reference)")
   return Arm(name, loss, credit.weights(), credit.blame)

@@ -54,7 +54,8 @@ def valid_choice(which: str) -> bool:
 
 @dataclasses.dataclass
 class Stage:
-  """A training stage: its checkpoints, optimizer and length (RL: in RL steps)."""
+  """A training stage: its checkpoints, optimizer (the job's, as given) and length (RL:
+  in RL steps)."""
   name: str
   checkpointer: checkpoint_lib.Checkpointer
   opt_config: optim.OptimizerConfig
@@ -64,20 +65,18 @@ class Stage:
 class Checkpoints:
   """The stages `sft` and `rl` and, with `checkpoint.keep_best`, `best`. `target`
   gives the abstract TrainState of an optimizer (restore targets); an RL TrainState
-  counts optimizer updates, `updates_per_batch` per RL step."""
+  counts optimizer updates, `updates_per_batch` per RL step. `sft_optimizer` and
+  `rl_optimizer` are the stages' optimizers as the config layer built them (the job's
+  `sft.optimizer` and `rl.optimizer`, train/sections.py), kept as given."""
 
   def __init__(self, workdir: str, job: sections.JobConfig,
                target: Callable[[optim.OptimizerConfig], train_step.TrainState],
-               updates_per_batch: int):
+               updates_per_batch: int, *, sft_optimizer: optim.OptimizerConfig,
+               rl_optimizer: optim.OptimizerConfig):
     self.workdir, self.job, self._target = workdir, job, target
     self.updates_per_batch = updates_per_batch
-    self.sft = Stage("sft", self._checkpointer("sft"),
-                     sections.optimizer_config(job.sft.optimizer, job.sft.num_steps),
-                     job.sft.num_steps)
-    self.rl = Stage("rl", self._checkpointer("rl"),
-                    sections.optimizer_config(job.rl.optimizer,
-                                     job.rl.num_steps * updates_per_batch),
-                    job.rl.num_steps)
+    self.sft = Stage("sft", self._checkpointer("sft"), sft_optimizer, job.sft.num_steps)
+    self.rl = Stage("rl", self._checkpointer("rl"), rl_optimizer, job.rl.num_steps)
     self.keep_best = bool(job.checkpoint.keep_best)
     self.best = self._checkpointer("best", max_to_keep=1) if self.keep_best else None
 

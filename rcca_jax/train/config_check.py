@@ -30,9 +30,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import ml_collections
 
-from rcca_jax.credit import blame
 from rcca_jax.credit import presets
-from rcca_jax.data import draws
 from rcca_jax.data.families import FAMILIES
 from rcca_jax.data.selection import load_task_file, resolve_path
 from rcca_jax.evaluation.config import EvalConfig
@@ -141,32 +139,30 @@ class _Collector:
     return value
 
 
+def _build(c: _Collector, path: str) -> Any:
+  """The nested section `path` as the job builds it (`sections.build`, on the config's
+  known keys: unknown ones are reported once, above); None, reported with the field
+  name, when its class refuses a value."""
+  schema = functools.reduce(lambda node, name: node[name], path.split("."), SCHEMA)
+  known = sections.known_keys(schema)
+  values = _as_dict(c.get(path)) or {}
+  if not isinstance(values, Mapping):
+    c.add(f"{path}={values!r}: expected a section (its fields)")
+    return None
+  try:
+    return sections.build(path, {k: v for k, v in dict(values).items() if k in known},
+                          c.config)
+  except (TypeError, ValueError) as e:
+    c.add(f"{path}: {e}")
+    return None
+
+
 def _check_sections(c: _Collector) -> None:
   """Sections that a class builds: what the class refuses, with the field name."""
-  def steps(path: str) -> int:
-    value = c.get(path)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 1
-
   # The constructors the job calls (train/sections.py), on the config's values.
-  for path, build in (("rl.loss", lambda v: objective.LossConfig.from_mapping(
-                          sections.loss_fields(v, c.get("rl.policy_loss"),
-                                               c.get("credit.negative_unblamed")))),
-                      ("credit", blame.CreditConfig.from_mapping),
-                      ("sft.optimizer", lambda v: sections.optimizer_config(
-                          v, steps("sft.num_steps"))),
-                      ("rl.optimizer", lambda v: sections.optimizer_config(
-                          v, steps("rl.num_steps"))),
-                      ("eval.evaluator", EvalConfig.from_dict)):
-    if not c.has(path):
-      continue
-    value = c.get(path)
-    schema = functools.reduce(lambda node, name: node[name], path.split("."), SCHEMA)
-    known = (schema if isinstance(schema, dict)
-             else {f.name: None for f in dataclasses.fields(schema)})
-    try:  # unknown fields are reported once, above
-      build({k: v for k, v in dict(value).items() if k in known})
-    except (TypeError, ValueError) as e:
-      c.add(f"{path}: {e}")
+  for path in ("rl.loss", "credit", "sft.optimizer", "rl.optimizer", "eval.evaluator"):
+    if c.has(path):
+      _build(c, path)
   if c.get("rl.policy_loss") is not None:
     try:
       objective.policy_loss_name(c.get("rl.policy_loss"))
@@ -178,10 +174,7 @@ def _check_sections(c: _Collector) -> None:
   elif c.get("credit.blame") == "oracle" and setting != "controlled":
     c.add("credit.blame='oracle' needs data.setting='controlled' (the known bug sites)")
   elif setting == "controlled":
-    try:
-      sections.controlled_spec(dict(c.get("data.controlled") or {}))
-    except (TypeError, ValueError) as e:
-      c.add(f"data.controlled: {e}")
+    _build(c, "data.controlled")
   _check_fresh(c, setting)
   model = dict(c.get("model") or {})
   try:
@@ -229,20 +222,9 @@ def _check_ranges(c: _Collector) -> None:
           "accumulated weight)")
 
 
-def _fresh_spec(c: _Collector) -> Optional[draws.FreshSpec]:
-  """`data.fresh` as the job builds it (None, reported, when it does not build)."""
-  known = {f.name for f in dataclasses.fields(draws.FreshSpec)}
-  try:  # unknown fields are reported once, above
-    return draws.FreshSpec(**{k: v for k, v in dict(c.get("data.fresh") or {}).items()
-                              if k in known})
-  except (TypeError, ValueError) as e:
-    c.add(f"data.fresh: {e}")
-    return None
-
-
 def _check_fresh(c: _Collector, setting: Any) -> None:
   """`data.fresh`: its spec, and families to draw in the natural setting."""
-  spec = _fresh_spec(c)
+  spec = _build(c, "data.fresh")
   if spec is None or not spec.enabled:
     return
   families = tuple(c.get("data.families") or ())

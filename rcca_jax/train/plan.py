@@ -99,7 +99,7 @@ def plan(config: ml_collections.ConfigDict, *,
   """The plan of `config` on the current (fake) devices; see the module docstring."""
   config_check.check(config, num_devices=jax.device_count(), mode="plan")
   job = sections.job_config(config)
-  mesh = mesh_lib.make_mesh(dict(job.mesh))
+  mesh = mesh_lib.make_mesh(job.mesh.sizes)
   cfg = model_config(job)
   fmodel = train_step.FunctionalModel(
       families.abstract(cfg))
@@ -107,12 +107,12 @@ def plan(config: ml_collections.ConfigDict, *,
                                       logits_chunk=job.logits_chunk)
   r, s = job.rl, job.sft
   update_config = sections.update_config(r)
-  loss = sections.loss_config(job)
+  loss = r.loss
   rl_rows = r.prompts_per_step * r.group_size
   rl_len = r.max_prompt_len + r.max_new_tokens
   programs: dict[str, dict[str, float]] = {}
 
-  sft_opt = sections.optimizer_config(s.optimizer, s.num_steps)
+  sft_opt = s.optimizer
   step, shardings = train_step.build_step(fmodel, sft_lib.NextTokenObjective(), sft_opt,
                                           step_config, mesh)
   state = train_step.abstract_state(fmodel, sft_opt, shardings)
@@ -120,7 +120,7 @@ def plan(config: ml_collections.ConfigDict, *,
   programs["sft_step"] = _compile(step.jitted, mesh, state,
                                   _batch(mesh, sft_lib.SFT_KEYS, s.batch_size, s.max_len))
 
-  rl_opt = sections.optimizer_config(r.optimizer, r.num_steps)
+  rl_opt = r.optimizer
   objective = train_step.PolicyObjective(loss, r.group_size)
   step_config = dataclasses.replace(step_config, temperature=r.temperature)
   step, shardings = train_step.build_step(fmodel, objective, rl_opt, step_config, mesh)

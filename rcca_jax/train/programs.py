@@ -70,7 +70,7 @@ class Programs:
     self.tokenizer = sections.load_tokenizer(tokenizer_path)
     self.model_cfg = sections.model_config(job, self.tokenizer)
     self.pad_id = chat.pad_id(self.tokenizer)
-    self.mesh = mesh_lib.make_mesh(dict(job.mesh)) if jax.device_count() > 1 else None
+    self.mesh = mesh_lib.make_mesh(job.mesh.sizes) if jax.device_count() > 1 else None
     self.sample_mesh = multihost.sampling_mesh(self.mesh)  # this process's devices
     if job.pretrained_source:  # a pretrained checkpoint (Ling, llama, qwen2, ...)
       model = self.load_pretrained(job.pretrained_source)

@@ -7,15 +7,27 @@ field the config leaves out taking the default below (fields without one are req
 `config_check.SCHEMA` is derived from these classes (`schema_of`) and reads defaults
 through `default`, so a check and the code it guards cannot disagree.
 
-`credit` (`credit.blame.CreditConfig`) and `eval.evaluator`
-(`evaluation.config.EvalConfig`) are built here; `credit.preset` first sets the fields of
-its named method (`with_preset`). Sub-sections that need more than
-their own fields stay mappings, typed by their classes and built by the one function
-below that both the job and `config_check` call: `model` (`model_config`: its family's
-config, with the tokenizer's vocabulary), `*.optimizer` (`optimizer_config`: with the
-stage's length), `rl.loss` (`loss_fields`: with `rl.policy_loss` and
-`credit.negative_unblamed`), `data.controlled` (`controlled_spec`, plus `path`). The runners' `arms` / `ablation` / `sweep` / `settings` are read by
-`rcca_jax.study` (`RUNNER_SECTIONS`).
+Every nested section is a frozen dataclass, built here once by the one function that
+both the job and `config_check` call (`build`), from the section's mapping and, where a
+value has its name elsewhere, the rest of the config (`_typed`):
+
+  rl.loss         `rl.objective.LossConfig`; its `policy_loss` is `rl.policy_loss` and its
+                  `rcca_negative_unblamed` is `credit.negative_unblamed` (one name each)
+  sft.optimizer,  `rl.optim.OptimizerConfig`, the schedule as long as the stage unless
+  rl.optimizer    `total_steps` is set: `sft.num_steps`, or `rl.num_steps` x
+                  `rl.num_iterations` x `rl.mini_batches` (an RL state counts updates);
+                  handed to `train.checkpoints.Checkpoints` and the programs as is
+  data.fresh      `data.draws.FreshSpec`
+  data.controlled `ControlledSection`: `path` and the `credit.controlled.ControlledSpec`
+                  (built in the controlled setting only)
+  mesh            `MeshSection` (axis -> size)
+  credit          `credit.blame.CreditConfig` (`credit.preset` first sets the fields of its
+                  named method, `with_preset`)
+  eval.evaluator  `evaluation.config.EvalConfig`
+
+`model` alone stays a mapping (see `JobConfig.model`). An unknown key at any level is
+an error naming its path. The runners' `arms` / `ablation` / `sweep` / `settings` are
+read by `rcca_jax.study` (`RUNNER_SECTIONS`).
 """
 
 from __future__ import annotations
@@ -24,7 +36,7 @@ import copy
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
 from rcca_jax.credit import blame
 from rcca_jax.credit import controlled
@@ -44,28 +56,59 @@ from rcca_jax.rl import batch_updates
 
 SAMPLES_PER_REQUEST = 8  # eval.samples_per_request's default (sampled pass@1; 0: off)
 _MISSING = dataclasses.MISSING
+_OWN = object()  # `_typed`'s defaults: the class itself
 
 
-def _sub(schema: Any, defaults: Any = None, derived: tuple[str, ...] = ()) -> Any:
-  """A field holding a mapping that `schema` (a dataclass or a field dict) types, its
-  fields' defaults those of the dataclass `defaults` (default: `schema` itself), except
-  the `derived` ones, which when absent are computed from elsewhere."""
-  if defaults is None and dataclasses.is_dataclass(schema):
-    defaults = schema
-  return dataclasses.field(default_factory=dict, metadata={
-      "schema": schema, "defaults": defaults, "derived": derived})
-
-
-def _typed(cls: Any, build: Any = None) -> Any:
-  """A field holding a `cls` instance built by `build` (default `cls.from_mapping`)
-  from the config's mapping (defaults: `cls()`)."""
+def _typed(cls: Any, build: Any = None, *, schema: Any = None, defaults: Any = _OWN,
+           derived: tuple[str, ...] = ()) -> Any:
+  """A nested section held as a `cls` instance, made by `build(values, config)` (default
+  `cls.from_mapping(values)`) from the config's mapping at this field (`values`, its
+  unknown keys refused first) and the whole plain config (`config`: where a value has
+  its name elsewhere). `schema`: the keys it takes (a field dict or a dataclass;
+  default `cls`); `defaults`: the class whose field defaults the absent keys take
+  (default `cls`; None: `defaults()` lists none); `derived`: keys that, when absent,
+  are computed from elsewhere. `cls()` is the default only of a dataclass built
+  directly: `job_config` builds every such field, present or not."""
+  build = build or (lambda values, _: cls.from_mapping(values))
   return dataclasses.field(default_factory=cls, metadata={
-      "schema": cls, "defaults": cls, "build": build or cls.from_mapping})
+      "schema": cls if schema is None else schema,
+      "defaults": cls if defaults is _OWN else defaults, "derived": derived,
+      "build": build})
 
 
+def _count(config: Mapping[str, Any], path: str) -> int:
+  """An integer field of a plain config (1 when it is not an integer: the check
+  reports it)."""
+  found = value(config, path)
+  return found if isinstance(found, int) and not isinstance(found, bool) else 1
+
+
+def _sft_optimizer(values: Mapping[str, Any], config: Mapping[str, Any]
+                   ) -> optim.OptimizerConfig:
+  return optimizer_config(values, _count(config, "sft.num_steps"))
+
+
+def _rl_optimizer(values: Mapping[str, Any], config: Mapping[str, Any]
+                  ) -> optim.OptimizerConfig:
+  """An RL state counts optimizer updates: `rl.num_iterations` x `rl.mini_batches` per
+  RL step (`update_config`)."""
+  return optimizer_config(values, _count(config, "rl.num_steps")
+                          * _count(config, "rl.num_iterations")
+                          * _count(config, "rl.mini_batches"))
+
+
+def _loss(values: Mapping[str, Any], config: Mapping[str, Any]) -> objective.LossConfig:
+  """`rl.loss` with `rl.policy_loss` and `credit.negative_unblamed` (each value's one
+  name)."""
+  return objective.LossConfig.from_mapping({
+      **values, "policy_loss": value(config, "rl.policy_loss"),
+      "rcca_negative_unblamed": value(config, "credit.negative_unblamed")})
+
+
+# An optimizer's field that, when absent, is the stage's length.
+STAGE_LENGTH = ("total_steps",)
 # rl.loss: LossConfig's fields less the two filled from elsewhere (rl.policy_loss and
 # credit.negative_unblamed: one name per value).
-STAGE_LENGTH = ("total_steps",)
 LOSS_FIELDS = {f.name: None for f in dataclasses.fields(objective.LossConfig)
                if f.name not in ("policy_loss", "rcca_negative_unblamed")}
 MODEL_FIELDS = {"family": None, **{f.name: None for cls in (LingConfig, LlamaConfig)
@@ -75,27 +118,59 @@ CONTROLLED_FIELDS = {**{f.name: None for f in dataclasses.fields(controlled.Cont
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ControlledSection:
+  """`data.controlled`: the controlled setting's spec (its fields sit beside `path` in
+  the config) and `path` of its task file ("" = WORKDIR/controlled_tasks.jsonl)."""
+  path: str = ""
+  # Built (and checked) when data.setting is "controlled"; None in the natural
+  # setting, which reads none of these fields.
+  spec: Optional[controlled.ControlledSpec] = None
+
+
+def _controlled(values: Mapping[str, Any], config: Mapping[str, Any]) -> ControlledSection:
+  spec = None
+  if value(config, "data.setting") == "controlled":
+    spec = controlled.ControlledSpec.from_mapping(
+        {k: v for k, v in values.items() if k != "path"})
+  return ControlledSection(path=values.get("path", ""), spec=spec)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MeshSection:
+  """`mesh`: each axis's size (`parallel/mesh.py`; -1: the remaining devices); an axis
+  the config leaves out has size 1."""
+  data: int = 1
+  fsdp: int = 1
+  expert: int = 1
+  tensor: int = 1
+
+  @property
+  def sizes(self) -> dict[str, int]:
+    """Axis -> size, in `mesh_lib.AXES` order (`mesh_lib.make_mesh`'s spec)."""
+    return {axis: getattr(self, axis) for axis in mesh_lib.AXES}
+
+
+assert tuple(f.name for f in dataclasses.fields(MeshSection)) == mesh_lib.AXES
+
+
+def _mesh(values: Mapping[str, Any], _: Mapping[str, Any]) -> MeshSection:
+  return MeshSection(**{axis: int(size) for axis, size in values.items()})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DataSection:
   """Where the tasks and the tokenizer come from, and the data setting."""
   tokenizer: str = ""  # tokenizer directory; "" = the init_from_* checkpoint's
   train_tasks: str     # task file (jsonl) of SFT and RL
   families: tuple[str, ...] = ()  # only these task families (() = all)
   # Fresh draws of the families' generators added to train_tasks and eval.tasks
-  # (data.draws.FreshSpec; off by default).
-  fresh: Mapping[str, Any] = _sub(draws.FreshSpec)
+  # (off by default).
+  fresh: draws.FreshSpec = _typed(draws.FreshSpec, lambda values, _: draws.FreshSpec(**values))
   setting: str = "natural"  # "natural" | "controlled" (known bugs planted by SFT)
-  # The controlled setting (credit.controlled.ControlledSpec) and `path` of its task
-  # file ("" = WORKDIR/controlled_tasks.jsonl).
-  controlled: Mapping[str, Any] = _sub(CONTROLLED_FIELDS, defaults=controlled.ControlledSpec)
-
-  @property
-  def controlled_spec(self) -> controlled.ControlledSpec:
-    return controlled_spec(self.controlled)
-
-  @property
-  def fresh_spec(self) -> draws.FreshSpec:
-    return draws.FreshSpec(**{k: tuple(v) if k == "exclude" else v
-                                  for k, v in self.fresh.items()})
+  # The controlled setting (credit.controlled.ControlledSpec) and `path` of its task file.
+  controlled: ControlledSection = _typed(ControlledSection, _controlled,
+                                         schema=CONTROLLED_FIELDS,
+                                         defaults=controlled.ControlledSpec)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -110,8 +185,9 @@ class SftSection:
   # Several examples per row where they fit (`batching.packed_sft_batch`; dense models):
   # the same examples and loss per step on fewer rows (docs/performance.md).
   pack: bool = False
-  # `total_steps` when absent: the stage's length (`optimizer_config`).
-  optimizer: Mapping[str, Any] = _sub(optim.OptimizerConfig, derived=STAGE_LENGTH)
+  # `total_steps` when absent: the stage's length, `num_steps` (`optimizer_config`).
+  optimizer: optim.OptimizerConfig = _typed(optim.OptimizerConfig, _sft_optimizer,
+                                            derived=STAGE_LENGTH)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -143,8 +219,13 @@ class RlSection:
   # `unscorable_retries` times, then the run stops (train/faults.py).
   max_unscorable: float = 0.25
   unscorable_retries: int = 2
-  optimizer: Mapping[str, Any] = _sub(optim.OptimizerConfig, derived=STAGE_LENGTH)
-  loss: Mapping[str, Any] = _sub(LOSS_FIELDS, defaults=objective.LossConfig)
+  # `total_steps` when absent: the stage's length in optimizer updates, `num_steps` x
+  # `num_iterations` x `mini_batches` (`optimizer_config`).
+  optimizer: optim.OptimizerConfig = _typed(optim.OptimizerConfig, _rl_optimizer,
+                                            derived=STAGE_LENGTH)
+  # The policy loss's hyper-parameters; the built `LossConfig` also holds `policy_loss`
+  # above and `credit.negative_unblamed`, which are not fields of `rl.loss` (`_loss`).
+  loss: objective.LossConfig = _typed(objective.LossConfig, _loss, schema=LOSS_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -162,7 +243,7 @@ class EvalSection:
   max_new_tokens: int           # sampled tokens per response
   workers: int = 2              # grading processes (or Ray actors)
   num_reports: int = 3          # HTML credit reports written per evaluation
-  evaluator: EvalConfig = _typed(EvalConfig, EvalConfig.from_dict)
+  evaluator: EvalConfig = _typed(EvalConfig, lambda values, _: EvalConfig.from_dict(values))
   backend: str = "pool"         # "pool": processes on this host | "ray": Ray actors
   ray_address: str = ""         # "": a local Ray instance; else e.g. "ray://head:10001"
   grading_cache: str = ""       # on-disk grading cache directory ("" = off)
@@ -192,8 +273,15 @@ class JobConfig:
   init_from_hf: str = ""        # a Hugging Face checkpoint directory to start from
   init_from_gguf: str = ""      # or a GGUF file (Llama family)
   # The model's fields (`family` picks Ling or Llama; models/families.py builds it).
-  model: Mapping[str, Any] = _sub(MODEL_FIELDS)
-  mesh: Mapping[str, Any] = _sub({a: None for a in mesh_lib.AXES})  # axis -> size (-1: rest)
+  # The one nested section that stays a mapping: which of its fields apply depends on
+  # the family (Ling's and Llama's configs differ) and on whether a checkpoint
+  # (`init_from_*`) gives the architecture, when only the runtime fields (dtype, remat,
+  # ...) are read; the vocabulary and pad/eos ids come from the tokenizer at run time.
+  # `model_config` builds the family's frozen config from it.
+  model: Mapping[str, Any] = _typed(dict, lambda values, _: dict(values),
+                                    schema=MODEL_FIELDS, defaults=None)
+  mesh: MeshSection = _typed(MeshSection, _mesh, schema={a: None for a in mesh_lib.AXES},
+                             defaults=None)
   data: DataSection
   sft: SftSection
   rl: RlSection
@@ -212,17 +300,18 @@ def _is_section(cls: Any) -> bool:
 
 
 def _field_types(cls: type) -> dict[str, Any]:
-  """Field name -> the section class it holds (None for a value)."""
+  """Field name -> the section class it holds (None for a value or a nested section
+  built by `_typed`)."""
   out = {}
   for f in dataclasses.fields(cls):
     kind = globals().get(str(f.type))
-    out[f.name] = kind if _is_section(kind) else None
+    out[f.name] = kind if _is_section(kind) and "build" not in f.metadata else None
   return out
 
 
 def schema_of(cls: type) -> dict[str, Any]:
   """The field tree of a section class for `config_check.unknown_fields`: a nested dict,
-  a sub-section's owning class, or None (a value)."""
+  a nested section's schema (a dataclass or a field dict), or None (a value)."""
   out: dict[str, Any] = {}
   kinds = _field_types(cls)
   for f in dataclasses.fields(cls):
@@ -249,6 +338,8 @@ def default(path: str) -> Any:
       raise KeyError(path)
     f = fields[part]
     if i == len(parts) - 1:
+      if "build" in f.metadata:
+        return {}  # a nested section left out: every field at its default
       return _MISSING if part in derived else _default_of(f)
     derived = f.metadata.get("derived", ())
     cls = _field_types(cls)[part] or f.metadata.get("defaults")
@@ -294,22 +385,63 @@ def _plain(value: Any) -> Any:
   return value
 
 
-def _build(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
+def known_keys(schema: Any) -> set[str]:
+  """The keys a nested section's schema (a field dict or a dataclass) takes."""
+  return (set(schema) if isinstance(schema, dict)
+          else {f.name for f in dataclasses.fields(schema)})
+
+
+def field_at(path: str) -> dataclasses.Field:
+  """The field of dotted `path` (`rl.loss`); KeyError for an unknown one."""
+  cls: Any = JobConfig
+  f = None
+  for part in path.split("."):
+    fields = {g.name: g for g in dataclasses.fields(cls)} if cls is not None else {}
+    if part not in fields:
+      raise KeyError(path)
+    f = fields[part]
+    cls = _field_types(cls)[part]
+  assert f is not None
+  return f
+
+
+def build(path: str, values: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
+  """The nested section `path` (`rl.loss`, `sft.optimizer`, ...) as the job holds it,
+  from its mapping `values` and the whole plain `config` (the values it takes from
+  other fields); its class's TypeError or ValueError on a bad value. Unknown keys are
+  `job_config`'s (and the check's) to report."""
+  return field_at(path).metadata["build"](_plain(values), config)
+
+
+def _build(cls: type, values: Mapping[str, Any], prefix: str, config: Mapping[str, Any]
+           ) -> Any:
   kinds = _field_types(cls)
-  known = set(kinds)
-  unknown = sorted(set(values) - known)
+  unknown = sorted(set(values) - set(kinds))
   if unknown:
     raise ValueError(f"unknown fields: {', '.join(prefix + u for u in unknown)}")
-  builds = {f.name: f.metadata["build"] for f in dataclasses.fields(cls)
-            if "build" in f.metadata}
+  fields = {f.name: f for f in dataclasses.fields(cls)}
   kw = {}
-  for name, value in values.items():
+  # The config's fields in its order, then nested sections it leaves out: built too,
+  # from their defaults and the fields they take from elsewhere.
+  for name in [*values, *(n for n, f in fields.items()
+                          if "build" in f.metadata and n not in values)]:
+    f = fields[name]
     if kinds[name] is not None:
-      kw[name] = _build(kinds[name], value, f"{prefix}{name}.")
-    elif name in builds:
-      kw[name] = builds[name](_plain(value))
+      kw[name] = _build(kinds[name], values[name], f"{prefix}{name}.", config)
+    elif "build" in f.metadata:
+      given = _plain(values.get(name) or {})
+      unknown = sorted(set(given) - known_keys(f.metadata["schema"]))
+      if unknown:
+        raise ValueError(
+            f"unknown fields: {', '.join(f'{prefix}{name}.{u}' for u in unknown)}")
+      try:
+        kw[name] = f.metadata["build"](given, config)
+      except (TypeError, ValueError) as e:
+        raise ValueError(f"{prefix}{name}: {e}") from e
     else:
-      kw[name] = _plain(value)
+      kw[name] = _plain(values[name])
+      if str(f.type).startswith("tuple[") and isinstance(kw[name], list):
+        kw[name] = tuple(kw[name])  # as JSON reads it back (WORKDIR/job_config.json)
   missing = [f"{prefix}{n}" for n in required(cls) if "." not in n and n not in kw]
   if missing:
     raise ValueError(f"missing required fields: {', '.join(missing)}")
@@ -317,19 +449,16 @@ def _build(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
 
 
 def defaults(cls: type = JobConfig) -> dict[str, Any]:
-  """Every field of `cls` that has a default, nested: a sub-section's fields from its
-  defaults class (those its schema knows); required fields and the free-form `model`
-  and `mesh` are left out."""
+  """Every field of `cls` that has a default, nested: a nested section's fields from its
+  defaults class (those its schema knows, less the derived ones); required fields and
+  `model` and `mesh` (no defaults class) are left out."""
   out: dict[str, Any] = {}
   kinds = _field_types(cls)
   for f in dataclasses.fields(cls):
     if kinds[f.name] is not None:
       out[f.name] = defaults(kinds[f.name])
     elif f.metadata.get("defaults") is not None:
-      schema = f.metadata["schema"]
-      known = (set(schema) if isinstance(schema, dict)
-               else {g.name for g in dataclasses.fields(schema)})
-      known -= set(f.metadata.get("derived", ()))
+      known = known_keys(f.metadata["schema"]) - set(f.metadata.get("derived", ()))
       out[f.name] = {g.name: _default_of(g) for g in dataclasses.fields(f.metadata["defaults"])
                      if g.name in known and _default_of(g) is not _MISSING}
     elif "schema" not in f.metadata and _default_of(f) is not _MISSING:
@@ -360,8 +489,9 @@ RUNNER_SECTIONS = {"arms": None, "ablation": {"arms": None, "bootstrap": None,
 def job_config(config: Mapping[str, Any]) -> JobConfig:
   """The typed job of an experiment config (`config_check.check` reports its problems
   first; this raises ValueError on unknown or missing fields)."""
-  values = {k: v for k, v in _plain(config).items() if k not in RUNNER_SECTIONS}
-  return _build(JobConfig, with_preset(values), "")
+  values = with_preset({k: v for k, v in _plain(config).items()
+                        if k not in RUNNER_SECTIONS})
+  return _build(JobConfig, values, "", values)
 
 
 def with_preset(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -425,15 +555,14 @@ def model_from_fields(model: Mapping[str, Any], tokenizer: Any = None
   return families.config_from_fields(fields)
 
 
-def controlled_spec(fields: Mapping[str, Any]) -> controlled.ControlledSpec:
-  """`data.controlled` less its `path`: the controlled setting's spec."""
-  return controlled.ControlledSpec.from_mapping(
-      {k: v for k, v in fields.items() if k != "path"})
-
-
-def optimizer_config(values: Mapping[str, Any], num_steps: int) -> optim.OptimizerConfig:
-  """A stage's optimizer: `values` (`sft.optimizer` / `rl.optimizer`) with the schedule
-  as long as the stage's `num_steps` unless `total_steps` is set."""
+def optimizer_config(values: Mapping[str, Any] | optim.OptimizerConfig, num_steps: int
+                     ) -> optim.OptimizerConfig:
+  """A stage's optimizer: `values` (a `sft.optimizer` / `rl.optimizer` mapping) with the
+  schedule as long as the stage's `num_steps` unless `total_steps` is set, the warm-up
+  cut to it. An `OptimizerConfig` (a job's `sft.optimizer` / `rl.optimizer`) is already
+  built with its stage's length and is returned as is."""
+  if isinstance(values, optim.OptimizerConfig):
+    return values
   fields = dict(values)
   fields.setdefault("total_steps", max(num_steps, 1))
   fields["total_steps"] = max(fields["total_steps"], 1)
@@ -446,16 +575,3 @@ def update_config(rl: RlSection) -> batch_updates.UpdateConfig:
   return batch_updates.UpdateConfig(
       num_iterations=rl.num_iterations, mini_batches=rl.mini_batches,
       recompute_old_logprobs=rl.recompute_old_logprobs)
-
-
-def loss_config(job: JobConfig) -> objective.LossConfig:
-  """The job's policy loss (`loss_fields`)."""
-  return objective.LossConfig.from_mapping(
-      loss_fields(job.rl.loss, job.rl.policy_loss, job.credit.negative_unblamed))
-
-
-def loss_fields(loss: Mapping[str, Any], policy_loss: Any, negative_unblamed: Any
-                ) -> dict[str, Any]:
-  """`LossConfig`'s fields: `rl.loss` with `rl.policy_loss` and
-  `credit.negative_unblamed` (each value's one name)."""
-  return {**loss, "policy_loss": policy_loss, "rcca_negative_unblamed": negative_unblamed}

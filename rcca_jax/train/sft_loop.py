@@ -40,7 +40,7 @@ class SftLoop:
       return state
     examples = self.tasks.sft_examples()
     rows = self.programs.packed_rows(examples, s)
-    update = self.programs.compile(sft_lib.NextTokenObjective(), stage.opt_config)
+    update = self.programs.compile(sft_lib.NextTokenObjective(), s.optimizer)
     bar = run_log.Progress("sft", stage.num_steps, start)
     guard = faults.NonFiniteGuard("SFT", self.job.max_nonfinite_in_row)
     every_s, saved_at = self.job.checkpoint.every_seconds, time.time()

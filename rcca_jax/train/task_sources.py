@@ -43,11 +43,11 @@ class TaskSources:
     back after."""
     if self._controlled is None:
       data = self.job.data
-      path = (data.controlled.get("path")
+      path = (data.controlled.path
               or os.path.join(self.workdir, "controlled_tasks.jsonl"))
       if jax.process_index() == 0 and not os.path.exists(path):
         built = controlled_lib.build(load_task_file(data.train_tasks),
-                                     data.controlled_spec, self._grade_pairs)
+                                     data.controlled.spec, self._grade_pairs)
         tmp = path + ".tmp"
         tasks_lib.write_tasks(tmp, built)
         os.replace(tmp, path)
@@ -59,7 +59,7 @@ class TaskSources:
   def fresh(self) -> dict[str, tuple[tasks_lib.Task, ...]]:
     """`data.fresh`'s train and dev tasks (empty when off), requests disjoint from
     those of the train and dev files and of `data.fresh.exclude`."""
-    d, spec = self.job.data, self.job.data.fresh_spec
+    d, spec = self.job.data, self.job.data.fresh
     if not spec.enabled:
       return {"train": (), "dev": ()}
     files = (d.train_tasks, self.job.eval.tasks, *spec.exclude)
@@ -74,7 +74,7 @@ class TaskSources:
     d = self.job.data
     listed = load_task_file(d.train_tasks) if d.train_tasks else ()
     where = " + ".join([d.train_tasks] * bool(d.train_tasks)
-                       + ["data.fresh"] * bool(d.fresh_spec.train_per_family))
+                       + ["data.fresh"] * bool(d.fresh.train_per_family))
     return cap_tasks((*listed, *self.fresh()["train"]), where=where or "data.train_tasks",
                      families=tuple(d.families), per_family=per_family,
                      need_reference=need_reference)
@@ -121,7 +121,7 @@ class TaskSources:
     """(token ids, loss mask) of every SFT example that fits `sft.max_len`."""
     d, s = self.job.data, self.job.sft
     if self.is_controlled:
-      pairs = controlled_lib.sft_targets(self.controlled(), d.controlled_spec.draws)
+      pairs = controlled_lib.sft_targets(self.controlled(), d.controlled.spec.draws)
     else:
       tasks = self.train(s.per_family, need_reference=True)
       pairs = [(task, chat.format_response(task.reference)) for task in tasks]

@@ -84,9 +84,11 @@ class Trainer:
     self.tokenizer = self.programs.tokenizer
     self.update_config = self.programs.update_config  # μ x mini-batches per RL step
     self.checkpoints = Checkpoints(workdir, job, self.programs.abstract_state,
-                                   self.update_config.updates_per_batch)
+                                   self.update_config.updates_per_batch,
+                                   sft_optimizer=job.sft.optimizer,
+                                   rl_optimizer=job.rl.optimizer)
     self.tasks = TaskSources(job, self.tokenizer, workdir, self.programs.grade_pairs)
-    self.loss = sections.loss_config(job)
+    self.loss = job.rl.loss
     self.metrics = run_log.MetricsLogger(workdir)
     self.credit = job.credit  # RL blame; dev evaluation keeps the evaluator's
     self.credit_weights = self.credit.weights()  # credit.diagnostic_weights keywords
@@ -137,7 +139,7 @@ class Trainer:
     """Step 0 of the RL stage: the SFT parameters with a fresh RL optimizer and the SFT
     state's PRNG key, folded with this job's `seed` when the SFT ran with another
     (`sft_seed`: one SFT shared by seeded RL runs, `ablation.shared_sft`)."""
-    fresh = self.programs.fresh_state(self.checkpoints.rl.opt_config)
+    fresh = self.programs.fresh_state(self.job.rl.optimizer)
     rng = sft_state.rng
     if sft_seed is not None and sft_seed != self.job.seed:
       rng = jax.random.fold_in(rng, self.job.seed)
@@ -151,8 +153,7 @@ class Trainer:
   def _rl_parts(self) -> _RlParts:
     r, p = self.job.rl, self.programs
     return _RlParts(
-        p.rl_programs(self.loss, self.checkpoints.rl.opt_config,
-                      self.checkpoints.reference_state),
+        p.rl_programs(self.loss, r.optimizer, self.checkpoints.reference_state),
         overlap_lib.RolloutSource(
             self.sample_rl, functools.partial(rollouts_lib.grade, p.grader()),
             overlap_steps=r.overlap_steps, num_steps=r.num_steps,
@@ -281,7 +282,7 @@ class Trainer:
           run_log.note("resuming SFT at step %d (%s)", sft_step, position)
         else:
           sft_step = 0
-          state = self.programs.fresh_state(ckpt.sft.opt_config)
+          state = self.programs.fresh_state(self.job.sft.optimizer)
         self.metrics.truncate("sft", sft_step)
         state = self.sft_loop.run(state, self._preempted)
         done = int(jax.device_get(state.step))

@@ -46,8 +46,7 @@ class ArmsTest(parameterized.TestCase):
   def test_arm_sets_its_fields(self, name):
     c = ablation.arm_config(ablation_small.get_config(), 0, name)
     job = sections.job_config(c)
-    loss, credit = sections.loss_config(job), job.credit
-    opt = sections.optimizer_config(c.rl.optimizer, c.rl.num_steps)
+    loss, credit, opt = job.rl.loss, job.credit, job.rl.optimizer
     self.assertEqual((loss.policy_loss, credit.blame, loss.rcca_negative_unblamed,
                       opt.name, loss.aggregation, loss.scale_advantages_by_std,
                       loss.entropy_top_fraction), ARMS[name])
@@ -87,10 +86,10 @@ class CreditFieldsTest(absltest.TestCase):
   def test_negative_unblamed_reaches_the_loss_only(self):
     config = tiny_cpu.get_config()
     job = sections.job_config(config)
-    self.assertEqual(sections.loss_config(job).rcca_negative_unblamed, 1.0)
+    self.assertEqual(job.rl.loss.rcca_negative_unblamed, 1.0)
     config.credit = ml_collections.ConfigDict(dict(negative_unblamed=0.25))
     job = sections.job_config(config)
-    self.assertEqual(sections.loss_config(job).rcca_negative_unblamed, 0.25)
+    self.assertEqual(job.rl.loss.rcca_negative_unblamed, 0.25)
     self.assertEqual(job.credit.weights(),
                      {"direct": 3.0, "context": 1.5, "cap": 4.0})
 

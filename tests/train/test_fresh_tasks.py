@@ -143,8 +143,7 @@ class ConfigCheckTest(absltest.TestCase):
     pilot, longer = natural_small.get_config("pilot"), natural_small.get_config("longer_sft")
     self.assertEqual(config_check.problems(longer, num_devices=1), [])
     job = sections.job_config(longer)
-    schedule = optim.learning_rate_schedule(
-        sections.optimizer_config(job.sft.optimizer, job.sft.num_steps))
+    schedule = optim.learning_rate_schedule(job.sft.optimizer)
     peak = pilot.sft.optimizer.learning_rate
     end = peak * pilot.sft.optimizer.end_lr_ratio
     # float32 schedule arithmetic: a few ulps of 1.5e-4.

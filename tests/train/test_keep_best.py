@@ -18,7 +18,7 @@ def _config(keep_best=True):
 
 
 def _fresh(trainer):
-  return trainer.programs.fresh_state(trainer.checkpoints.rl.opt_config)
+  return trainer.programs.fresh_state(trainer.job.rl.optimizer)
 
 
 def _state(fresh, shift: float, step: int):
