@@ -40,7 +40,7 @@ def _eval(workdir: str, step: int | str, tasks: str | None, samples: int,
   """Runs one evaluation (unless its summary exists) of SFT step `step`, or of the
   run's starting policy for `step == "base"`; its output directory."""
   stem = os.path.splitext(os.path.basename(tasks))[0] if tasks else ""
-  name, checkpoint = (("base", "base") if step == "base"
+  name, checkpoint = (("base_000000", "base") if step == "base"
                       else (f"sft_{int(step):06d}", f"sft:{step}"))
   out = os.path.join(workdir, "eval", f"{name}_{stem}")
   if not os.path.exists(os.path.join(out, "summary.json")):
@@ -127,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pack(args.workdir, args.pack, args.out)
     print(f"SFT step {args.pack}: parameters written to {args.out}")
     return 0
+  os.makedirs(args.workdir, exist_ok=True)
   dry = dry_tasks(args.workdir, args.dry)
   table = {}
   steps: list[int | str] = [int(s) for s in args.steps.split(",") if s]

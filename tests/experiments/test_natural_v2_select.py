@@ -46,13 +46,13 @@ class ConditionsTest(absltest.TestCase):
     # An evaluation whose summary exists is reused (no subprocess runs here): SFT steps
     # and the starting policy (`--policy`: the run's `base` checkpoint) apart.
     root = self.create_tempdir().full_path
-    for name in ("sft_000250_", "base_dry", "base_"):
+    for name in ("sft_000250_", "base_000000_dry", "base_000000_"):
       _write(os.path.join(root, "eval", name), {}, [])
     self.assertEqual(select._eval(root, 250, None, 8),
                      os.path.join(root, "eval", "sft_000250_"))
     self.assertEqual(select._eval(root, "base", "/x/dry.jsonl", 8),
-                     os.path.join(root, "eval", "base_dry"))
-    self.assertEqual(select._eval(root, "base", None, 8), os.path.join(root, "eval", "base_"))
+                     os.path.join(root, "eval", "base_000000_dry"))
+    self.assertEqual(select._eval(root, "base", None, 8), os.path.join(root, "eval", "base_000000_"))
 
 
 if __name__ == "__main__":
