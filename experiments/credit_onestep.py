@@ -35,8 +35,19 @@ cannot be located and count for neither).
 
 Statistics: pooled means over (batch, site) pairs; paired differences between arms on
 the same pairs; 95% percentile bootstrap intervals that resample batches (the
-independent units: a batch's sites share its update). Differences: focus − placebo and
-every arm − grpo, at blamed, unblamed and all sites, in margin and in p_bug.
+independent units: a batch's sites share its update). Differences: focus − placebo,
+every other arm X − X_placebo present (the location contrasts of credit study 3's grid,
+experiments/credit_study3.py) and every arm − grpo, at blamed, unblamed and all sites,
+in margin and in p_bug.
+
+`--setting` names a setting of any config with `settings` (credit study 2's s1_0 / s3_4,
+credit study 3's low_overlap / long / multi_bug, ...); `--arms=setting` measures the
+setting's `ablation.arms`. Each batch's shape is recorded beside its pairs
+(`batch_properties`; the summary's `properties`): response length, the blamed and the
+bug-site token shares of failed responses, and how much the positive responses of a
+group overlap its failed ones (hold the failed response's bug fixed, at the same place;
+share of matching tokens).
+
 Resolution: the half-width of focus − placebo's interval. For study 2's scale, the
 all-sites Δp_bug half-width is multiplied by the mean RL step of study 2's evaluations
 (18 for evaluations every 3 steps to 36): the AUC difference that a constant per-step
@@ -68,7 +79,9 @@ as study 2's five seeds, at the first update, and the half-width falls as
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import difflib
 import json
 import os
 import tempfile
@@ -216,6 +229,102 @@ def unique_tasks(rollouts: Iterable[Any]) -> list[Any]:
   return list(seen.values())
 
 
+def batch_properties(rollouts: Sequence[Any], group_size: int,
+                     weights: Mapping[str, float]) -> dict[str, float]:
+  """Additive counts of a graded batch's shape (`property_shares` makes the shares):
+  response lengths; in failed responses (negative advantage) the tokens the evaluator
+  blames (`wbar > 1`, weights `weights`) and, in those that carry a located bug, the
+  tokens on a bug site; and the overlap between a group's failed and positive-advantage
+  responses: per (failed response, bug it carries) the share of the group's located
+  positive responses (combinations of the task's sites; `located`: the share of all
+  responses that are) that hold that bug's fix (`fix`), and that hold it at the same
+  place (every site before it as in the failed response, so the text up to it is the
+  same: `fix_same_place`); per (failed, positive) pair the share of the failed
+  response's tokens that the positive one matches (`difflib` matching blocks:
+  `token_overlap`). `positive_clean`: the share of positive responses that are located
+  and carry no bug; `groups_without_clean`: of the groups with a positive response, the
+  share without a located bug-free response."""
+  copies = [dataclasses.replace(r) for r in rollouts]
+  rollouts_lib.assign_weights(copies, weights=weights, blame="evaluator")
+  advantages = rollouts_lib.group_advantages(copies, group_size)
+  c: collections.Counter = collections.Counter()
+  choices = []
+  for r in copies:
+    sites = sites_lib.sites_of(r.task)
+    choices.append(sites_lib.decompose(sites_lib.reference_answer(r.task), sites, r.text)
+                   if sites else None)
+  for start in range(0, len(copies), group_size):
+    group = range(start, min(start + group_size, len(copies)))
+    positive = [i for i in group if advantages[i] > 0]
+    clean = {i for i in group if choices[i] is not None and not any(
+        choices[i][s.name] for s in sites_lib.sites_of(copies[i].task) if s.kind == "bug")}
+    c["positive"] += len(positive)
+    c["positive_clean"] += len(clean & set(positive))
+    if positive:
+      c["groups_with_signal"] += 1
+      c["groups_without_clean"] += not clean
+    for i in group:
+      r, n = copies[i], len(copies[i].tokens)
+      c["responses"] += 1
+      c["tokens"] += n
+      c["located"] += choices[i] is not None
+      if advantages[i] >= 0:
+        continue
+      c["failed"] += 1
+      c["failed_tokens"] += n
+      c["failed_blamed_tokens"] += int(np.sum(r.wbar > 1.0))
+      for p in positive:
+        matched = difflib.SequenceMatcher(None, r.tokens, copies[p].tokens, autojunk=False)
+        c["overlap_pairs"] += 1
+        c["token_overlap"] += sum(b.size for b in matched.get_matching_blocks()) / max(n, 1)
+      if choices[i] is None:
+        continue
+      sites = sites_lib.sites_of(r.task)
+      on = np.zeros(n, bool)
+      for issue in blame_lib.oracle_issues(r.task, r.text) or []:
+        (s, e), = issue["direct"]
+        on |= (r.offsets[:, 0] < e) & (s < r.offsets[:, 1])
+      if on.any():
+        c["failed_with_bug"] += 1
+        c["failed_with_bug_tokens"] += n
+        c["bug_tokens"] += int(on.sum())
+      located = [p for p in positive if choices[p] is not None]
+      for k, site in enumerate(sites):
+        if site.kind != "bug" or not choices[i][site.name] or not located:
+          continue
+        holds = [p for p in located if not choices[p][site.name]]
+        same = [p for p in holds if all(choices[p][x.name] == choices[i][x.name]
+                                        for x in sites[:k])]
+        c["fix_pairs"] += 1
+        c["fix"] += len(holds) / len(located)
+        c["fix_same_place"] += len(same) / len(located)
+  return dict(c)
+
+
+PROPERTY_SHARES = {  # share: (numerator, denominator) of `batch_properties`' counts
+    "response_tokens": ("tokens", "responses"),
+    "located": ("located", "responses"),
+    "failed_blamed_token_share": ("failed_blamed_tokens", "failed_tokens"),
+    "bug_token_share": ("bug_tokens", "failed_with_bug_tokens"),
+    "positive_clean": ("positive_clean", "positive"),
+    "groups_without_clean": ("groups_without_clean", "groups_with_signal"),
+    "fix": ("fix", "fix_pairs"),
+    "fix_same_place": ("fix_same_place", "fix_pairs"),
+    "token_overlap": ("token_overlap", "overlap_pairs"),
+}
+
+
+def property_shares(counts: Iterable[Mapping[str, float]]) -> dict[str, Any]:
+  """The batches' `batch_properties` summed, and each share of `PROPERTY_SHARES` (None
+  where its denominator is 0)."""
+  total: collections.Counter = collections.Counter()
+  for one in counts:
+    total.update(one)
+  shares = {k: (total[a] / total[b] if total[b] else None)
+            for k, (a, b) in PROPERTY_SHARES.items()}
+  return {"shares": shares, "counts": dict(total)}
+
+
 # ---- measurement ---------------------------------------------------------------------
 
 def measure_batch(trainer: Any, state: Any, rollouts: Sequence[Any], step: int,
@@ -232,6 +341,8 @@ def measure_batch(trainer: Any, state: Any, rollouts: Sequence[Any], step: int,
     metrics[arm.name] = {"grad_norm": m["grad_norm"], "clipped": m["clipped"],
                          "learning_rate": m["learning_rate"]}
   blame = site_blame(rollouts, trainer.config.rl.group_size, trainer.credit_weights)
+  properties = batch_properties(rollouts, trainer.config.rl.group_size,
+                                trainer.credit_weights)
   pairs = []
   for key, counts in blame.items():
     if key not in before:
@@ -240,7 +351,8 @@ def measure_batch(trainer: Any, state: Any, rollouts: Sequence[Any], step: int,
                   "blamed": counts["failed_blamed"] > 0, **counts,
                   "before": before[key],
                   "after": {name: a[key] for name, a in after.items()}})
-  return {"step": step, "pairs": pairs, "updates": metrics, "measure_s": time.time() - t0}
+  return {"step": step, "pairs": pairs, "updates": metrics, "properties": properties,
+          "measure_s": time.time() - t0}
 
 
 def measure(trainer: Any, state: Any, batches: Sequence[Sequence[Any]],
@@ -312,8 +424,11 @@ def arm_stat(pairs: Sequence[Mapping[str, Any]], arm: str, base: Optional[str],
 
 
 def comparisons(arms: Sequence[str]) -> list[tuple[str, str]]:
-  """focus − placebo (both present), then every arm − grpo (present)."""
+  """focus − placebo (both present), then every other arm X − X_placebo (both present,
+  in the order of `arms`: the location contrasts), then every arm − grpo (present)."""
   out = [(FOCUS, PLACEBO)] if FOCUS in arms and PLACEBO in arms else []
+  out += [(a, a + "_placebo") for a in arms
+          if a != FOCUS and a + "_placebo" in arms]
   if BASELINE in arms:
     out += [(a, BASELINE) for a in arms if a != BASELINE]
   return out
@@ -384,6 +499,8 @@ def summarize(lines: Sequence[Mapping[str, Any]], arms: Sequence[str], *, reps: 
                      "blamed": sum(p["blamed"] for p in pairs),
                      "unblamed": sum(not p["blamed"] for p in pairs)},
           **stats, "resolution": resolution(stats, auc_steps, setting),
+          "properties": property_shares(line["properties"] for line in lines
+                                        if "properties" in line),
           "measure_s": sum(line["measure_s"] for line in lines),
           "updates": [{"step": line["step"], **line["updates"]} for line in lines],
           "pairs": pairs}
@@ -427,6 +544,10 @@ def table(summary: Mapping[str, Any]) -> str:
   r = summary["resolution"]
   if r:
     lines += ["", resolution_text(r)]
+  shares = (summary.get("properties") or {}).get("shares") or {}
+  if any(v is not None for v in shares.values()):
+    lines += ["", "batches: " + ", ".join(
+        f"{k} {v:.4g}" for k, v in shares.items() if v is not None)]
   return "\n".join(lines)
 
 
@@ -505,7 +626,8 @@ def define_flags() -> None:
   flags.DEFINE_string("checkpoint", None, "SFT checkpoint directory (RUN/checkpoints/sft).")
   flags.DEFINE_integer("batches", 20, "RL batches (steps) to measure.")
   flags.DEFINE_integer("first_step", 0, "The first RL step's prompts and seed.")
-  flags.DEFINE_string("arms", ARMS, "Arms (names in config.arms).")
+  flags.DEFINE_string("arms", ARMS, "Arms (names in config.arms); 'setting': the "
+                      "config's ablation.arms (a setting's, with --setting).")
   flags.DEFINE_string("out", None, "Output directory (pairs.jsonl, summary.json).")
   flags.DEFINE_string("batches_dir", "", "Graded batches (default OUT/batches).")
   flags.DEFINE_string("workdir", "", "Scratch directory (default: a temporary one).")
@@ -521,7 +643,8 @@ def main(argv: Sequence[str]) -> None:
   checkpoint = os.path.abspath(f.checkpoint)
   if not sections.value(config, "data.controlled.path"):
     config.data.controlled.path = credit_mechanism.find_tasks(checkpoint)
-  names = [n.strip() for n in f.arms.split(",") if n.strip()]
+  arm_list = config.ablation.arms if f.arms == "setting" else f.arms
+  names = [n.strip() for n in arm_list.split(",") if n.strip()]
   unknown = [n for n in names if n not in config.arms]
   if unknown:
     raise app.UsageError(f"--arms: unknown {unknown} (config.arms: {list(config.arms)})")

@@ -21,6 +21,13 @@ bug sites' rates, a list), `response` and `reward` (the response with every bug 
 and no neutral site) and `seed`; tasks without enough sites are skipped with a logged
 reason. SFT targets then draw every site independently (`sft_targets`), and outcomes are
 read site by site (`site_outcome`).
+
+With `padding` = n > 0 (long responses with a small blamed share) each picked task's
+reference first gets n unused CSS rules (`PAD_RULE`: `.pad-0 { margin: 0px; }`, ...,
+classes no element has) at the end of its first `<style>` block, before any site is
+looked for; the padded reference must score exactly the reference's reward, gates and
+rubric outcomes (else an error). The task file then holds the padded reference (every
+target, site and metric reads it) and the record says `"padding": n`.
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ from rcca_jax.data.tasks import Task, family_of
 # "reward", "gates", "rubrics", ...) per pair; the evaluator in practice.
 Scorer = multisite.Scorer
 KEY = "controlled"
+# One unused CSS rule of `padding` (about 12 tokens of the project's tokenizer).
+PAD_RULE = ".pad-{i} {{ margin: {i}px; }}\n"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +65,7 @@ class ControlledSpec:
   seed: int = 0
   bug_sites: int = 1      # K_bug: bug sites per task (1 and no neutral site: one mutant)
   neutral_sites: int = 0  # K_neutral: neutral sites per task
+  padding: int = 0        # unused CSS rules added to every reference (`pad_reference`)
 
   @property
   def multi_site(self) -> bool:
@@ -73,6 +83,8 @@ class ControlledSpec:
                        f"(known: {list(mutations.OPERATORS)})")
     if self.draws < 1 or self.tasks_per_family < 1:
       raise ValueError("data.controlled.draws and tasks_per_family must be >= 1")
+    if self.padding < 0:
+      raise ValueError(f"data.controlled.padding must be >= 0, got {self.padding}")
     if self.bug_sites < 1 or self.neutral_sites < 0:
       raise ValueError(f"data.controlled.bug_sites must be >= 1 and neutral_sites >= 0, got "
                        f"{self.bug_sites} and {self.neutral_sites}")
@@ -107,6 +119,12 @@ def build(tasks: Sequence[Task], spec: ControlledSpec, score: Scorer) -> list[Ta
   enough sites is skipped (logged with the reason); none left is an error.
   """
   picked = pick_tasks(tasks, spec)
+  if spec.padding:
+    built = build(_check_padding(picked, spec, score), dataclasses.replace(spec, padding=0),
+                  score)
+    return [dataclasses.replace(t, extra={**t.extra,
+                                          KEY: {**info(t), "padding": spec.padding}})
+            for t in built]
   if spec.multi_site:
     return _build_multi_site(picked, spec, score)
   candidates: list[list[mutations.Mutant]] = []
@@ -152,6 +170,40 @@ def _build_multi_site(picked: Sequence[Task], spec: ControlledSpec, score: Score
                      + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
   return [dataclasses.replace(task, extra={**dict(task.extra or {}), KEY: record})
           for task, record in built]
+
+
+def pad_reference(html: str, rules: int) -> str:
+  """`html` with `rules` unused CSS rules (`PAD_RULE`, numbered from 0) at the end of its
+  first `<style>` block; ValueError without one."""
+  at = html.find("</style>")
+  if at < 0:
+    raise ValueError("data.controlled.padding: the reference has no <style> block")
+  line = html.rfind("\n", 0, at) + 1
+  at = line if not html[line:at].strip() else at  # before the closing tag's own line
+  return html[:at] + "".join(PAD_RULE.format(i=i) for i in range(rules)) + html[at:]
+
+
+def _padded(task: Task, rules: int) -> Task:
+  return dataclasses.replace(task, reference=pad_reference(task.reference, rules))
+
+
+def _check_padding(picked: Sequence[Task], spec: ControlledSpec, score: Scorer
+                   ) -> list[Task]:
+  """`picked` with padded references, once each scores exactly its reference's reward,
+  gates and rubric outcomes (one batch); ValueError naming those that do not."""
+  padded = [_padded(t, spec.padding) for t in picked]
+  pairs = [(t, chat.format_response(t.reference)) for t in [*picked, *padded]]
+  records = score(pairs)
+  def key(record: Mapping[str, Any]) -> tuple:
+    return (multisite.reward_of(record), dict(record.get("gates") or {}),
+            multisite.outcomes_of(record))
+
+  bad = [f"{task.id}: {key(a)} -> {key(b)}"
+         for task, a, b in zip(picked, records, records[len(picked):]) if key(a) != key(b)]
+  if bad:
+    raise ValueError(f"data.controlled.padding={spec.padding} changes the score of: "
+                     + "; ".join(bad))
+  return padded
 
 
 def _rate(spec: ControlledSpec, i: int) -> float:

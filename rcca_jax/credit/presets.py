@@ -18,6 +18,7 @@ def _method(policy_loss: str, changed: Mapping[str, Any] | None = None) -> dict[
   """Every field that the loss `policy_loss` reads to assign credit: at its default,
   or its value in `changed`."""
   values = {"rl.policy_loss": policy_loss, "rl.loss.negative_scale": 1.0,
+            "rl.loss.positive_scale": 1.0, "rl.loss.negative_mass": 0.0,
             "rl.loss.entropy_top_fraction": 0.0}
   if policy_loss == "rcca":
     values.update({"credit.blame": "evaluator", "credit.negative_unblamed": 1.0})

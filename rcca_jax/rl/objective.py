@@ -9,7 +9,9 @@ docs/method.md#6-asymmetric-effective-weights and #7-objective. The code minimis
 - `w_it`: per-token weights, chosen by the policy loss's name (`TOKEN_WEIGHTS`: `grpo`
   all 1, `rcca` the asymmetric effective weights, `rcca_neg_mean` their magnitude
   control, `weighted` the diagnostic weights `wbar` as they are), then optionally
-  kept on each response's highest-entropy tokens only and scaled on failed responses;
+  kept on each response's highest-entropy tokens only, set to a gradient mass
+  (`negative_mass`) or scaled (`negative_scale`) on failed responses and scaled on
+  successful ones (`positive_scale`);
 - `rho_it = exp(logp - old_logp)`, `KL_it` the k3 estimator against `ref_logp`;
 - the aggregation fixes `norm_i` and `N`:
     seq-mean-token-mean: norm_i = 1 / T_i, N = number of non-empty sequences
@@ -61,7 +63,8 @@ class LossConfig:
   scale_advantages_by_std: bool = True
   rcca_c: float = 1.2
   rcca_positive_blamed: float = 1.0
-  # Filled from `credit.negative_unblamed` (train/sections.loss_config), not rl.loss.
+  # Filled from `credit.negative_unblamed` when the job config builds `rl.loss`
+  # (train/sections.py); not a field of rl.loss.
   rcca_negative_unblamed: float = 1.0
   # > 0: only each response's ceil(fraction * n) highest-entropy tokens keep their
   # weight, the others get 0 (`top_entropy_tokens`); 0: off.
@@ -69,6 +72,14 @@ class LossConfig:
   # Every token weight of a negative-advantage response times this constant (1: off):
   # the model-free magnitude control (docs/method.md#7-objective).
   negative_scale: float = 1.0
+  # Every token weight of a positive-advantage response times this constant (1: off;
+  # 0.1: W-REINFORCE's down-weighted positive updates, 0: negative samples only).
+  positive_scale: float = 1.0
+  # > 0: each negative-advantage response's weights rescaled so that its gradient mass
+  # sum_t w_t (1 - p_t) is this times GRPO's, sum_t (1 - p_t) (`negative_mass_weights`;
+  # 0: off). Arms that differ only in where they put their weight then carry the same
+  # mass per failed response.
+  negative_mass: float = 0.0
 
   def __post_init__(self):
     policy_loss_name(self.policy_loss)
@@ -78,6 +89,14 @@ class LossConfig:
                        "[0, 1] (0: off)")
     if not self.negative_scale >= 0.0:
       raise ValueError(f"negative_scale={self.negative_scale} must be >= 0 (1: off)")
+    if not self.positive_scale >= 0.0:
+      raise ValueError(f"positive_scale={self.positive_scale} must be >= 0 (1: off)")
+    if not self.negative_mass >= 0.0:
+      raise ValueError(f"negative_mass={self.negative_mass} must be >= 0 (0: off)")
+    if self.negative_mass and self.negative_scale != 1.0:
+      raise ValueError(f"negative_mass={self.negative_mass} sets the failed responses' "
+                       f"magnitude itself: leave negative_scale at 1.0, not "
+                       f"{self.negative_scale}")
 
   @classmethod
   def from_mapping(cls, values: Mapping[str, Any]) -> "LossConfig":
@@ -213,6 +232,24 @@ def top_entropy_tokens(entropy: Array, mask: Array, fraction: float) -> Array:
   return (valid & (ranks < k[:, None])).astype(jnp.float32)
 
 
+def negative_mass_weights(weights: Array, advantages: Array, mask: Array, logp: Array,
+                          mass: float) -> Array:
+  """`weights` [B, T] with each negative-advantage response's row rescaled so that its
+  gradient mass `sum_t m_t w_t (1 - p_t)` equals `mass * sum_t m_t (1 - p_t)` (GRPO's
+  mass times `mass`); `p_t = exp(logp_t)`, the policy's probability of the sampled
+  token (`1 - p_t` is the size of `d log p_t / d logit` at that token). The factor is
+  a constant (no gradient through `p`); a row of zero mass stays zero (focus with
+  nothing blamed). Other rows keep their weights."""
+  weights = jnp.asarray(weights)
+  mask = jnp.asarray(mask).astype(jnp.float32)
+  slack = mask * (1.0 - jnp.exp(jax.lax.stop_gradient(logp).astype(jnp.float32)))
+  have = jnp.sum(slack * weights.astype(jnp.float32), axis=-1)
+  want = mass * jnp.sum(slack, axis=-1)
+  factor = jnp.where(have > 0, want / jnp.where(have > 0, have, 1.0), 0.0)
+  negative = jnp.asarray(advantages)[:, None] < 0
+  return jnp.where(negative, factor[:, None] * weights, weights).astype(weights.dtype)
+
+
 def _rcca(config: LossConfig) -> dict[str, float]:
   return dict(c=config.rcca_c, positive_blamed=config.rcca_positive_blamed,
               negative_unblamed=config.rcca_negative_unblamed)
@@ -250,16 +287,21 @@ def loss_terms(logp: Array, old_logp: Array, advantages: Array, wbar: Array,
     `(numerator, stats)`: the loss is `numerator / loss_denominator(global mask)`;
     `stats` merge with `merge_stats` and become metrics with `finalize_stats`.
   """
-  # Token weights: the policy loss's rule, then its two optional modifiers.
+  # Token weights: the policy loss's rule, then its optional modifiers.
   token_weights = TOKEN_WEIGHTS[policy_loss_name(config.policy_loss)]
   weights = token_weights(wbar, advantages, mask, config)
   if config.entropy_top_fraction:
     if entropy is None:
       raise ValueError("entropy_top_fraction > 0 needs the per-token entropy")
     weights = weights * top_entropy_tokens(entropy, mask, config.entropy_top_fraction)
+  if config.negative_mass:
+    weights = negative_mass_weights(weights, advantages, mask, logp, config.negative_mass)
   if config.negative_scale != 1.0:
     negative = jnp.asarray(advantages)[:, None] < 0
     weights = jnp.where(negative, config.negative_scale * weights, weights)
+  if config.positive_scale != 1.0:
+    positive = jnp.asarray(advantages)[:, None] > 0
+    weights = jnp.where(positive, config.positive_scale * weights, weights)
   # The clipped importance ratio and the pessimistic surrogate, weighted per token.
   mask = mask.astype(jnp.float32)
   valid = mask > 0

@@ -1,7 +1,9 @@
 """`FIELD=VALUE;...` overrides of a config: the syntax of ablation arms and sweep settings.
 
 A value is parsed by the type of the field it replaces (bool, int, float, text); an
-unset field (None) takes a number, none or text.
+unset field (None) takes a number, none or text; a tuple or list field takes a
+comma-separated list, each item parsed by the type of the field's first item (a number
+or text when it is empty): `data.controlled.rates=0.8` is `(0.8,)`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,18 @@ def set_field(config: ml_collections.ConfigDict, dotted: str, text: str) -> None
   if leaf not in node:
     raise ValueError(f"arm override: no config field {dotted!r}")
   old = node[leaf]
+  if isinstance(old, (tuple, list)):
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if old:
+      values = []
+      for item in items:
+        probe = ml_collections.ConfigDict({"x": old[0]})
+        set_field(probe, "x", item)
+        values.append(probe.x)
+    else:
+      values = [_untyped(item) for item in items]
+    node[leaf] = type(old)(values)
+    return
   if isinstance(old, bool):
     if text.lower() not in _BOOLS:
       raise ValueError(f"arm override {dotted}={text!r}: expected one of {sorted(_BOOLS)}")

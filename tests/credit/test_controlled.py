@@ -169,6 +169,48 @@ class ControlledTest(parameterized.TestCase):
       self.assertEqual(sum(text == chat.format_response(task.reference) for text in texts),
                        20 - n_mut)
 
+  def test_padding_adds_unused_css_rules_before_the_style_blocks_end(self):
+    html = "<style>\nbody { margin: 0; }\n</style>\n<p>x</p>"
+    self.assertEqual(controlled.pad_reference(html, 2),
+                     "<style>\nbody { margin: 0; }\n.pad-0 { margin: 0px; }\n"
+                     ".pad-1 { margin: 1px; }\n</style>\n<p>x</p>")
+    self.assertEqual(controlled.pad_reference("<style>a{}</style>", 1),
+                     "<style>a{}.pad-0 { margin: 0px; }\n</style>")
+    with self.assertRaisesRegex(ValueError, "no <style> block"):
+      controlled.pad_reference("<p>x</p>", 1)
+    with self.assertRaisesRegex(ValueError, "padding must be >= 0"):
+      self.spec(padding=-1)
+
+  def test_padding_builds_the_set_on_the_padded_references(self):
+    plain = {t.id: chat.format_response(t.reference)
+             for t in controlled.pick_tasks(train_tasks(), self.spec())}
+
+    def rule(task, text):  # references padded or not pass; any other text is a mutant
+      return 1.0 if text == chat.format_response(task.reference) or text in plain.values() \
+          else 0.5
+    scorer = RuleScorer(rule)
+    built = controlled.build(train_tasks(), self.spec(padding=40), scorer)
+    self.assertEqual(scorer.calls[0], 6)  # the check: 3 references, plain and padded
+    for task in built:
+      rec, reference = controlled.info(task), chat.format_response(task.reference)
+      self.assertEqual(rec["padding"], 40)
+      self.assertEqual(reference.count(".pad-"), 40)
+      pad = "".join(controlled.PAD_RULE.format(i=i) for i in range(40))
+      self.assertEqual(reference.replace(pad, ""), plain[task.id])
+      s, _ = rec["bug_span"]
+      self.assertEqual(rec["response"][:s], reference[:s])  # the mutant of the padded text
+      self.assertIn(pad, rec["response"])
+      texts = {text for t, text in controlled.sft_targets([task], 20)}
+      self.assertEqual(texts, {reference, rec["response"]})
+    unpadded = controlled.build(train_tasks(), self.spec(), RuleScorer(rule))
+    self.assertNotIn("padding", controlled.info(unpadded[0]))
+
+  def test_padding_that_changes_a_score_is_an_error(self):
+    def rule(task, text):
+      return 0.9 if ".pad-" in text and task.id.startswith("counter") else 0.1
+    with self.assertRaisesRegex(ValueError, r"padding=5 changes the score of: counter-"):
+      controlled.build(train_tasks(), self.spec(padding=5), RuleScorer(rule))
+
   def test_bug_outcome(self):
     task = controlled.build(train_tasks(), self.spec(), RuleScorer(lambda t, text: 0.1))[0]
     rec = controlled.info(task)

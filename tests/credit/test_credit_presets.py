@@ -38,14 +38,14 @@ class PresetTest(parameterized.TestCase):
   def test_recommended_preset_sets_the_loss(self):
     job = sections.job_config(_with(ablation_small.get_config(),
                                     credit__preset="grpo_neg_const"))
-    loss = sections.loss_config(job)
+    loss = job.rl.loss
     self.assertEqual((loss.policy_loss, loss.negative_scale), ("grpo", 0.1))
 
   def test_field_at_the_presets_value_is_no_conflict(self):
     config = _with(ablation_small.get_config(), rl__policy_loss="grpo",
                    rl__loss__negative_scale=0.1, credit__preset="grpo_neg_const")
     self.assertEqual(config_check.problems(config, num_devices=1, mode="plan"), [])
-    self.assertEqual(sections.loss_config(sections.job_config(config)).negative_scale, 0.1)
+    self.assertEqual(sections.job_config(config).rl.loss.negative_scale, 0.1)
 
   def test_field_set_otherwise_is_an_error_naming_it(self):
     config = _with(ablation_small.get_config(), rl__loss__negative_scale=0.2,
@@ -78,7 +78,7 @@ class PresetTest(parameterized.TestCase):
 
   def test_paper_scale_config_keeps_the_papers_method(self):
     job = sections.job_config(moe_124b.get_config())
-    loss = sections.loss_config(job)
+    loss = job.rl.loss
     self.assertEqual((job.credit.preset, loss.policy_loss, loss.rcca_negative_unblamed,
                       loss.negative_scale, job.credit.blame), ("", "rcca", 1.0, 1.0,
                                                                "evaluator"))

@@ -77,6 +77,21 @@ class StatisticsTest(absltest.TestCase):
     self.assertEqual(onestep.comparisons(["grpo", "rcca_focus", "rcca_focus_placebo"]),
                      [("rcca_focus", "rcca_focus_placebo"), ("rcca_focus", "grpo"),
                       ("rcca_focus_placebo", "grpo")])
+    # Every arm X beside X_placebo is a location contrast, after focus - placebo.
+    arms = ["rcca", "rcca_placebo", "rcca_focus_mass01", "rcca_focus",
+            "rcca_focus_placebo", "rcca_focus_mass01_placebo"]
+    self.assertEqual(onestep.comparisons(arms),
+                     [("rcca_focus", "rcca_focus_placebo"), ("rcca", "rcca_placebo"),
+                      ("rcca_focus_mass01", "rcca_focus_mass01_placebo")])
+
+  def test_property_shares_sum_the_batches_counts(self):
+    got = onestep.property_shares([{"tokens": 10, "responses": 2, "fix": 0.5,
+                                    "fix_pairs": 1},
+                                   {"tokens": 30, "responses": 2, "fix": 1.0,
+                                    "fix_pairs": 2}])
+    self.assertEqual((got["shares"]["response_tokens"], got["shares"]["fix"]), (10.0, 0.5))
+    self.assertIsNone(got["shares"]["bug_token_share"])
+    self.assertEqual(onestep.property_shares([])["counts"], {})
 
 
 class OneStepTest(parameterized.TestCase):
@@ -127,6 +142,35 @@ class OneStepTest(parameterized.TestCase):
     # ... while focus's update is another one, at the sites its blame covers.
     self.assertNotEqual(self.difference("rcca_focus", "grpo")["blamed"]["margin"]["mean"],
                         0.0)
+
+  def test_batch_properties_measure_length_blame_and_overlap(self):
+    t = self.trainer
+    task = t.tasks.rl()[0]  # bug0 and neutral0 (before it) listed
+    reference = sites_lib.reference_answer(task)
+    sites = sites_lib.sites_of(task)
+    moved, spans = sites_lib.render(reference, sites, {"bug0": True, "neutral0": True})
+    buggy, _ = sites_lib.render(reference, sites, {"bug0": True})
+    issues = [{"direct": [list(spans["bug0"])], "context": []}]
+    # Group 1: the failed response has the neutral variant before its bug, the positive
+    # one is the reference: it holds the fix, not at the same place. Group 2: both carry
+    # the bug (no response is clean), the better one unblamed.
+    batch = [rollout(t, task, 0, moved, 0.2, issues, 0), rollout(t, task, 1, reference, 0.9, [], 0),
+             rollout(t, task, 0, buggy, 0.2, [], 0), rollout(t, task, 1, buggy, 0.4, [], 0)]
+    counts = onestep.batch_properties(batch, 2, t.credit_weights)
+    shares = onestep.property_shares([counts])["shares"]
+    self.assertEqual((counts["responses"], counts["failed"], counts["fix_pairs"]), (4, 2, 2))
+    self.assertEqual((shares["fix"], shares["fix_same_place"], shares["positive_clean"],
+                      shares["groups_without_clean"], shares["located"]),
+                     (0.5, 0.0, 0.5, 0.5, 1.0))
+    self.assertEqual(shares["response_tokens"],
+                     sum(len(r.tokens) for r in batch) / 4)
+    self.assertGreater(counts["failed_blamed_tokens"], 0)  # group 1's blamed bug
+    self.assertTrue(0 < shares["failed_blamed_token_share"] < 0.5)
+    self.assertTrue(0 < shares["bug_token_share"] < 0.5)
+    # Group 2's responses are the same tokens: overlap 1; group 1's less.
+    self.assertTrue(1.0 < counts["token_overlap"] < 2.0)
+    self.assertIn("properties", self.lines[0])
+    self.assertEqual(self.summary["properties"]["shares"]["fix"], 1.0)
 
   def test_before_margins_are_the_site_metrics_at_the_checkpoint(self):
     records = self.trainer.programs.site_metrics(self.state, self.trainer.tasks.rl())["sites"]

@@ -307,6 +307,82 @@ class PolicyLossByNameTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "negative_scale=-1.0 must be >= 0"):
       objective.LossConfig(negative_scale=-1.0)
 
+  @parameterized.parameters("grpo", "rcca")
+  def test_positive_scale_multiplies_the_successful_responses_weights(self, name):
+    # W-REINFORCE (positive_scale 0.1) and negative samples only (0).
+    logp, old, adv, wbar, mask, _ = random_inputs(14)
+    self.assertTrue((adv < 0).any() and (adv > 0).any())
+    jl, jo, ja, jw, jm = f32(logp, old, adv, wbar, mask)
+    base = (np.ones_like(logp) if name == "grpo"
+            else np.asarray(objective.effective_weights(jw, ja)))
+    for scale in (0.1, 0.0):
+      cfg = objective.preset("grpo", policy_loss=name, positive_scale=scale)
+      num, _ = objective.loss_terms(jl, jo, ja, jw, jm, cfg)
+      weights = np.where(adv[:, None] > 0, scale, 1.0) * base
+      want, _ = np_loss_and_grad(logp, old, adv, weights, mask, 0.2, 0.2,
+                                 "seq-mean-token-mean")
+      np.testing.assert_allclose(num / objective.loss_denominator(jm, cfg.aggregation),
+                                 want, rtol=1e-5)
+    with self.assertRaisesRegex(ValueError, "positive_scale=-0.5 must be >= 0"):
+      objective.LossConfig(positive_scale=-0.5)
+
+  def test_new_modifiers_off_are_bitwise_the_loss_without_them(self):
+    logp, old, adv, wbar, mask, _ = random_inputs(15)
+    args = f32(logp, old, adv, wbar, mask)
+    for name in ("grpo", "rcca", "rcca_neg_mean"):
+      plain = objective.preset("grpo", policy_loss=name)
+      self.assertEqual((plain.positive_scale, plain.negative_mass), (1.0, 0.0))
+      off = objective.preset("grpo", policy_loss=name, positive_scale=1.0,
+                             negative_mass=0.0)
+      got = jax.grad(lambda lp, c: objective.loss_terms(lp, *args[1:], c)[0])
+      np.testing.assert_array_equal(got(args[0], off), got(args[0], plain))
+      np.testing.assert_array_equal(objective.loss_terms(*args, off)[0],
+                                    objective.loss_terms(*args, plain)[0])
+
+  def test_negative_mass_sets_each_failed_responses_gradient_mass(self):
+    logp, old, adv, wbar, mask, _ = random_inputs(16)
+    wbar = np.where(np.random.default_rng(16).uniform(size=wbar.shape) < 0.25, 3.0, 1.0)
+    wbar[np.argmin(adv)] = 1.0  # a failed response with nothing blamed
+    jl, jo, ja, jw, jm = f32(logp, old, adv, wbar, mask)
+    slack = mask * (1.0 - np.exp(np.asarray(jl, np.float64)))
+    for name in ("grpo", "rcca"):
+      cfg = objective.preset("grpo", policy_loss=name, rcca_negative_unblamed=0.0,
+                             negative_mass=0.1)
+      base = (np.ones_like(logp) if name == "grpo" else np.asarray(
+          objective.effective_weights(jw, ja, negative_unblamed=0.0), np.float64))
+      have = (slack * base).sum(-1)
+      factor = np.where(have > 0, 0.1 * slack.sum(-1) / np.where(have > 0, have, 1), 0.0)
+      weights = np.where(adv[:, None] < 0, factor[:, None] * base, base)
+      got = np.asarray(objective.negative_mass_weights(
+          jnp.asarray(base, jnp.float32), ja, jm, jl, 0.1), np.float64)
+      np.testing.assert_allclose(got, weights, rtol=1e-5)
+      neg = adv < 0
+      mass = (slack * got).sum(-1)
+      if name == "grpo":
+        np.testing.assert_allclose(mass[neg], 0.1 * slack.sum(-1)[neg], rtol=1e-5)
+      else:  # focus: the unblamed failed response keeps no weight; the others 0.1 GRPO's
+        blamed = (wbar * mask > 1).any(-1)
+        np.testing.assert_allclose(mass[neg & blamed], 0.1 * slack.sum(-1)[neg & blamed],
+                                   rtol=1e-5)
+        self.assertEqual(float(np.abs(got[np.argmin(adv)]).sum()), 0.0)
+      # The loss is that of these weights as constants: no gradient through p.
+      num, _ = objective.loss_terms(jl, jo, ja, jw, jm, cfg)
+      want, dwant = np_loss_and_grad(logp, old, adv, weights, mask, 0.2, 0.2,
+                                     "seq-mean-token-mean")
+      den = objective.loss_denominator(jm, cfg.aggregation)
+      np.testing.assert_allclose(num / den, want, rtol=1e-5)
+      grad = jax.grad(lambda lp: objective.loss_terms(lp, jo, ja, jw, jm, cfg)[0] / den)(jl)
+      np.testing.assert_allclose(np.asarray(grad) * mask, dwant * mask, rtol=1e-4,
+                                 atol=1e-7)
+    # GRPO at negative mass 0.1 is GRPO at negative scale 0.1.
+    a = objective.loss_terms(jl, jo, ja, jw, jm, objective.preset("grpo", negative_mass=0.1))
+    b = objective.loss_terms(jl, jo, ja, jw, jm, objective.preset("grpo", negative_scale=0.1))
+    np.testing.assert_allclose(a[0], b[0], rtol=1e-5)
+    with self.assertRaisesRegex(ValueError, "leave negative_scale at 1.0"):
+      objective.LossConfig(negative_mass=0.1, negative_scale=0.5)
+    with self.assertRaisesRegex(ValueError, "negative_mass=-1.0 must be >= 0"):
+      objective.LossConfig(negative_mass=-1.0)
+
   @parameterized.parameters("grpo", "rcca", "rcca_neg_mean")
   def test_entropy_top_fraction_zeroes_the_other_tokens(self, name):
     logp, old, adv, wbar, mask, _ = random_inputs(11)
