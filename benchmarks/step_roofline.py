@@ -2,19 +2,29 @@
 
     .venv/bin/python benchmarks/step_roofline.py [--config experiments/natural_v2.py:pilot]
         [--batch 8] [--length 448] [--rl_rows 16] [--prompt 96] [--new 256] [--reps 3]
-        [--json OUT]
+        [--rl_max_len N] [--rl_lengths P:R,P:R,...] [--json OUT] [--baseline REF]
 
 For one config's model it times, in one process: the measured peak (a jitted float32
 matmul of the model's own MLP shape, [batch x length, hidden] @ [hidden, intermediate],
 and its logits shape), an SFT step of `batch` rows of `length` tokens, sampling
 `rl_rows` rows (prefill of `prompt` tokens, then `new` decoded tokens, timed as the
 difference of a `new`-token and a 1-token generation), the RL log-prob pass (old
-log-probs; the reference pass costs the same) and the GRPO update of that batch. One
-line per phase: tokens, XLA's flop count of the compiled program (cost analysis) beside
-the 2·N·T (forward) or 6·N·T (training) estimate, the median seconds of `reps`, the
-achieved GFLOP/s and that as a share of the measured peak. Times are medians of
-interleaved repetitions; the peak is measured in the same run, so the shares hold on
-any machine (numbers from a loaded machine are still ratios of the same load).
+log-probs; the reference pass costs the same) and the GRPO update of `rl_rows` full
+rows of `prompt + new` tokens (the programs' own rate), and the same two on the batch
+the trainer builds from rollouts of `rl_lengths` (prompt:response tokens per row,
+default a natural_v2 RL round sampled by its stage-2 policy) with `rl_max_len`
+(`rl.max_prompt_len + rl.max_new_tokens`) and the config's `rl.length_bucket` (rows
+padded to `rl_max_len` in a tree without it).
+
+One line per phase: tokens computed (rows x padded length), XLA's flop count of the
+compiled program (cost analysis: it counts the body of a `lax.scan`, the layer stack,
+once, so it is about a layer's share of the model short), the model's flop count (the
+matmuls' 2·N per token, N the parameters that multiply, and the dense attention's
+4·d·T per token and layer for rows of T tokens; x3 for a training step), the median
+seconds of `reps`, the achieved GFLOP/s of the model count and that as a share of the
+measured peak. Times are medians of interleaved repetitions; the peak is measured in
+the same run, so the shares hold on any machine (numbers from a loaded machine are
+still ratios of the same load).
 """
 
 from __future__ import annotations
@@ -43,7 +53,14 @@ from rcca_jax.rl import optim
 from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
 from rcca_jax.sampling import generate
+from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import sections
+
+# A natural_v2 RL round (2 prompts x 8 samples) sampled by its stage-2 policy (mix1):
+# (prompt, response) tokens per row; its longest row is 315 tokens (12 rounds: 186-385,
+# median 300).
+NATURAL_V2_ROUND = ([(143, n) for n in (167, 172, 172, 171, 170, 171, 172, 171)]
+                    + [(145, n) for n in (170, 167, 167, 169, 169, 169, 169, 170)])
 
 
 def load_config(spec: str) -> Any:
@@ -79,6 +96,37 @@ def peak_gflops(rows: int, k: int, n: int, reps: int) -> float:
   return 2.0 * rows * k * n / median_seconds(lambda: f(a, b), reps) / 1e9
 
 
+def model_flops(cfg: Any, n_matmul: int, rows: int, length: int, train: bool) -> float:
+  """FLOPs of `rows` rows of `length` tokens: 2·N per token for the matmuls and, per
+  layer, 4·d·T per token for the dense attention's scores and weighted values over
+  all T keys (d = heads x head dim); three times that for a training step."""
+  heads = cfg.num_attention_heads
+  attn_dim = heads * (getattr(cfg, "head_dim", 0) or cfg.hidden_size // heads)
+  forward = rows * length * (2.0 * n_matmul
+                             + 4.0 * attn_dim * length * cfg.num_hidden_layers)
+  return 3.0 * forward if train else forward
+
+
+def trainer_rl_batch(job: Any, lengths: list[tuple[int, int]], max_len: int, vocab: int,
+                     rng: np.random.Generator) -> dict[str, Any]:
+  """The trainer's RL batch (`rollouts.rl_batch`) of rollouts of `lengths`, with the
+  job's `rl.length_bucket` where this tree has one."""
+  items = []
+  for i, (p, n) in enumerate(lengths):
+    items.append(rollouts_lib.Rollout(
+        task=None, sample_id=i % job.rl.group_size,
+        prompt=[int(t) for t in rng.integers(3, vocab, p)],
+        tokens=[int(t) for t in rng.integers(3, vocab, n)],
+        logprobs=-rng.uniform(0.0, 2.0, n).astype(np.float32), text="",
+        offsets=np.zeros((n, 2), np.int64), record={"reward": float(rng.uniform())},
+        wbar=np.ones(n, np.float32)))
+  advantages = rollouts_lib.group_advantages(items, job.rl.group_size)
+  bucket = getattr(job.rl, "length_bucket", 0)
+  extra = {"length_bucket": bucket} if bucket else {}
+  batch = rollouts_lib.rl_batch(items, advantages, max_len=max_len, pad_id=0, **extra)
+  return {k: jnp.asarray(v) for k, v in batch.items()}
+
+
 def sft_batch(rng: np.random.Generator, rows: int, length: int, vocab: int,
               prompt: int) -> dict[str, Any]:
   ids = rng.integers(3, vocab, (rows, length)).astype(np.int32)
@@ -98,6 +146,12 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--prompt", type=int, default=96)
   parser.add_argument("--new", type=int, default=256)
   parser.add_argument("--reps", type=int, default=3)
+  parser.add_argument("--rl_max_len", type=int, default=0,
+                      help="the trainer's RL row limit (0: the config's rl.max_prompt_len "
+                           "+ rl.max_new_tokens, natural_v2's 160 + 320)")
+  parser.add_argument("--rl_lengths", default="",
+                      help="prompt:response tokens of each trainer RL row, comma-separated "
+                           "(default: a natural_v2 round, NATURAL_V2_ROUND)")
   parser.add_argument("--json", default="")
   parser.add_argument("--baseline", default="",
                       help="a commit: time the same phases there (a git worktree), "
@@ -116,10 +170,13 @@ def main(argv: list[str] | None = None) -> int:
   rng = np.random.default_rng(0)
   rows = []
 
+  # Parameters that multiply activations: all but an untied embedding table (looked up).
+  n_matmul = n_params - (0 if getattr(cfg, "tie_word_embeddings", True)
+                         else cfg.vocab_size * cfg.hidden_size)
+
   def report(phase: str, tokens: int, flops: float, estimate: float, seconds: float,
              peak: float) -> None:
-    # Sampling runs several programs in a loop: its count is the estimate.
-    achieved = (flops or estimate) / seconds / 1e9 if seconds else 0.0
+    achieved = estimate / seconds / 1e9 if seconds else 0.0
     rows.append(dict(phase=phase, tokens=tokens, xla_gflop=flops / 1e9,
                      estimate_gflop=estimate / 1e9, seconds=seconds,
                      gflops=achieved, share_of_peak=achieved / peak if peak else 0.0))
@@ -133,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
       fmodel, sft_lib.NextTokenObjective(), opt, train_step.StepConfig()))
   state = train_step.init_state(fmodel, opt, 0)
   batch = sft_batch(rng, args.batch, args.length, cfg.vocab_size, args.prompt)
-  report("sft step", tokens, xla_flops(sft_step, state, batch), 6.0 * n_params * tokens,
+  report("sft step", tokens, xla_flops(sft_step, state, batch),
+         model_flops(cfg, n_matmul, args.batch, args.length, True),
          median_seconds(lambda: sft_step(state, batch), args.reps), peak)
 
   # Sampling: prefill and decode.
@@ -146,44 +204,63 @@ def main(argv: list[str] | None = None) -> int:
   full = median_seconds(lambda: sample(args.new), args.reps)
   prefill_tokens = args.rl_rows * args.prompt
   decode_tokens = args.rl_rows * (args.new - 1)
-  # Prefill computes no logits (the LM head's 2 * hidden * vocab per token is skipped).
+  # Prefill computes no logits (the LM head's 2 * hidden * vocab per token is skipped);
+  # decoded token i attends to the prompt and the i tokens before it.
   head = cfg.hidden_size * cfg.vocab_size
-  report("prefill", prefill_tokens, 0.0, 2.0 * (n_params - head) * prefill_tokens, one,
-         peak)
-  report("decode", decode_tokens, 0.0, 2.0 * n_params * decode_tokens, full - one, peak)
+  attn_per_key = model_flops(cfg, 0, 1, 1, False)  # 4·d·layers per (token, key)
+  report("prefill", prefill_tokens, 0.0,
+         model_flops(cfg, n_matmul - head, args.rl_rows, args.prompt, False), one, peak)
+  keys = sum(args.prompt + i for i in range(1, args.new))
+  report("decode", decode_tokens, 0.0,
+         2.0 * n_matmul * decode_tokens + attn_per_key * args.rl_rows * keys,
+         full - one, peak)
 
   # RL: the log-prob pass (old log-probs; the reference pass is the same program) and
-  # the GRPO update.
-  length = args.prompt + args.new
-  rl_batch = sft_batch(rng, args.rl_rows, length, cfg.vocab_size, args.prompt)
+  # the GRPO update, on full rows and on the trainer's batch of natural_v2 rollouts.
   logp = jax.jit(logprobs_lib.make_logprob_fn(fmodel))
-  rl_tokens = args.rl_rows * length
-  report("rl log-probs", rl_tokens, xla_flops(logp, state.params, state.model_state,
-                                              rl_batch),
-         2.0 * n_params * rl_tokens,
-         median_seconds(lambda: logp(state.params, state.model_state, rl_batch),
-                        args.reps), peak)
-  rewards = rng.uniform(0, 1, args.rl_rows)
-  rl_batch.update(
-      old_logp=jnp.asarray(logp(state.params, state.model_state, rl_batch)),
-      advantages=jnp.asarray((rewards - rewards.mean()) / (rewards.std() + 1e-6),
-                             jnp.float32),
-      wbar=jnp.ones((args.rl_rows, length), jnp.float32))
   objective = train_step.PolicyObjective(objective_lib.LossConfig(policy_loss="grpo"),
                                          group_size=8)
   rl_step = jax.jit(train_step.make_train_step(fmodel, objective, opt,
                                                train_step.StepConfig()))
-  report("rl update", rl_tokens, xla_flops(rl_step, state, rl_batch),
-         6.0 * n_params * rl_tokens,
-         median_seconds(lambda: rl_step(state, rl_batch), args.reps), peak)
+
+  def rl_phases(name: str, rl_batch: dict[str, Any]) -> None:
+    b, length = rl_batch["input_ids"].shape
+    report(f"rl log-probs{name}", b * length,
+           xla_flops(logp, state.params, state.model_state, rl_batch),
+           model_flops(cfg, n_matmul, b, length, False),
+           median_seconds(lambda: logp(state.params, state.model_state, rl_batch),
+                          args.reps), peak)
+    rl_batch = dict(rl_batch)
+    rl_batch["old_logp"] = jnp.asarray(logp(state.params, state.model_state, rl_batch))
+    report(f"rl update{name}", b * length, xla_flops(rl_step, state, rl_batch),
+           model_flops(cfg, n_matmul, b, length, True),
+           median_seconds(lambda: rl_step(state, rl_batch), args.reps), peak)
+
+  length = args.prompt + args.new
+  full_rows = sft_batch(rng, args.rl_rows, length, cfg.vocab_size, args.prompt)
+  rewards = rng.uniform(0, 1, args.rl_rows)
+  full_rows.update(
+      advantages=jnp.asarray((rewards - rewards.mean()) / (rewards.std() + 1e-6),
+                             jnp.float32),
+      wbar=jnp.ones((args.rl_rows, length), jnp.float32))
+  rl_phases("", full_rows)
+  lengths = ([tuple(int(x) for x in pair.split(":")) for pair in args.rl_lengths.split(",")]
+             if args.rl_lengths else NATURAL_V2_ROUND)
+  max_len = args.rl_max_len or job.rl.max_prompt_len + job.rl.max_new_tokens
+  trainer_batch = trainer_rl_batch(job, lengths, max_len, cfg.vocab_size, rng)
+  real = int(np.asarray(trainer_batch["attention_mask"]).sum())
+  rl_phases(" (trainer)", trainer_batch)
 
   print(f"{args.config}: {n_params / 1e6:.2f}M parameters, {jax.device_count()} device(s),"
         f" measured peak {peak:.1f} GFLOP/s (MLP shape), {peak_logits:.1f} (logits shape)")
-  print(f"{'phase':<14}{'tokens':>8}{'XLA GFLOP':>11}{'est GFLOP':>11}{'seconds':>9}"
+  print(f"trainer RL batch: {len(lengths)} rollouts, {real} real tokens, rows padded to "
+        f"{trainer_batch['input_ids'].shape[1]} (rl.length_bucket="
+        f"{getattr(job.rl, 'length_bucket', 'none')}, at most {max_len})")
+  print(f"{'phase':<24}{'tokens':>8}{'XLA GFLOP':>11}{'GFLOP':>9}{'seconds':>9}"
         f"{'GFLOP/s':>9}{'of peak':>9}")
   for r in rows:
-    print(f"{r['phase']:<14}{r['tokens']:>8}{r['xla_gflop']:>11.2f}"
-          f"{r['estimate_gflop']:>11.2f}{r['seconds']:>9.3f}{r['gflops']:>9.1f}"
+    print(f"{r['phase']:<24}{r['tokens']:>8}{r['xla_gflop']:>11.2f}"
+          f"{r['estimate_gflop']:>9.2f}{r['seconds']:>9.3f}{r['gflops']:>9.1f}"
           f"{r['share_of_peak']:>9.1%}")
   if args.json:
     with open(args.json, "w") as f:
@@ -219,9 +296,9 @@ def compare(args: argparse.Namespace) -> int:
   best = {name: {p["phase"]: min(r["phases"][i]["seconds"] for r in rs)
                  for i, p in enumerate(rs[0]["phases"])} for name, rs in runs.items()}
   print(f"\nbaseline {args.baseline} vs this tree (best of 2 runs each, interleaved)")
-  print(f"{'phase':<14}{'baseline s':>11}{'this s':>9}{'speed-up':>10}")
+  print(f"{'phase':<24}{'baseline s':>11}{'this s':>9}{'speed-up':>10}")
   for phase, seconds in best["this"].items():
-    print(f"{phase:<14}{best['baseline'][phase]:>11.3f}{seconds:>9.3f}"
+    print(f"{phase:<24}{best['baseline'][phase]:>11.3f}{seconds:>9.3f}"
           f"{best['baseline'][phase] / seconds:>9.2f}x")
   a = np.asarray(runs["baseline"][0]["sampled_tokens"])
   b = np.asarray(runs["this"][0]["sampled_tokens"])

@@ -2,7 +2,8 @@
 
 `batch_indices` walks an endless stream of per-epoch permutations, so a run that
 resumes at data position k draws the same batches as one that never stopped;
-`pack_batch` lays out right-padded rows in the train step's layout (nothing is cut);
+`pack_batch` lays out right-padded rows in the train step's layout (nothing is cut;
+`bucket_length` picks a batch's row length from its longest row);
 `sft_batch` packs SFT examples with it, one per row, or several per row
 (`packed_sft_batch`: `attention_mask` then holds segment ids, which the dense model
 reads as separate sequences; no FLOPs spent on padding a short example to `max_len`).
@@ -74,6 +75,19 @@ def pack_batch(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[in
   for name, values in (per_sequence or {}).items():
     out[name] = np.asarray(values, np.float32).reshape(b)
   return out
+
+
+def bucket_length(longest: int, max_len: int, bucket: int) -> int:
+  """A batch's row length: its `longest` row rounded up to a multiple of `bucket`, at
+  most `max_len` (`bucket` 0: always `max_len`). A batch of rows up to `longest`
+  tokens then costs what its own rows need, and a run compiles at most
+  `ceil(max_len / bucket)` shapes. A row longer than `max_len` gets `max_len` (for
+  `pack_batch` to refuse it)."""
+  if bucket < 0:
+    raise ValueError(f"bucket={bucket} must be >= 0 (0: always max_len)")
+  if not bucket:
+    return max_len
+  return min(max_len, max(bucket, -(-longest // bucket) * bucket))
 
 
 def sft_batch(examples: Sequence[tuple[Sequence[int], Sequence[int]]], *, max_len: int,

@@ -296,9 +296,14 @@ def group_advantages(rollouts: Sequence[Rollout], group_size: int,
 
 
 def rl_batch(rollouts: Sequence[Rollout], advantages: np.ndarray, *, max_len: int,
-             pad_id: int, in_loss: np.ndarray | None = None) -> dict[str, np.ndarray]:
+             pad_id: int, in_loss: np.ndarray | None = None,
+             length_bucket: int = 0) -> dict[str, np.ndarray]:
   """The train step's batch (docs/contracts.md#rl-batch-layout) with the rollouts'
   `advantages` (`group_advantages`).
+
+  Rows are `max_len` long, or with `length_bucket` (`rl.length_bucket`) the longest
+  row of the step (over every process: a collective then) rounded up to a multiple of
+  it (`batching.bucket_length`): the train step compiles once per length used.
 
   A row leaves the loss (zero loss mask; it keeps its place, the batch shape is fixed)
   when its response has no reward (all rubrics ungraded, or unscorable) or `in_loss`
@@ -307,8 +312,14 @@ def rl_batch(rollouts: Sequence[Rollout], advantages: np.ndarray, *, max_len: in
   kept = np.asarray([r.reward is not None for r in rollouts])
   if in_loss is not None:
     kept &= in_loss
+  width = max_len
+  if length_bucket:
+    longest = max((len(r.prompt) + len(r.tokens) for r in rollouts), default=0)
+    if multihost.is_multi_process():
+      longest = max(multihost.allgather_json(longest))
+    width = batching.bucket_length(longest, max_len, length_bucket)
   batch = batching.pack_batch(
-      [r.prompt for r in rollouts], [r.tokens for r in rollouts], max_len=max_len,
+      [r.prompt for r in rollouts], [r.tokens for r in rollouts], max_len=width,
       pad_id=pad_id,
       per_token={"old_logp": [r.logprobs for r in rollouts],
                  "wbar": [r.wbar for r in rollouts]},

@@ -200,6 +200,9 @@ class RlSection:
   temperature: float = 1.0      # sampling temperature; the loss uses the same (> 0)
   max_new_tokens: int           # sampled tokens per response
   max_prompt_len: int           # longest prompt in tokens
+  # RL batch rows: the step's longest row rounded up to a multiple of this, at most
+  # max_prompt_len + max_new_tokens (0: always that); one compiled shape per length.
+  length_bucket: int = 64
   long_prompts: str = "refuse"  # a longer prompt: "refuse" (error) | "skip"
   checkpoint_every: int = 1     # RL steps between checkpoints
   per_family: int = 0           # at most this many tasks per family (0: all)

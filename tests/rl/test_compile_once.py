@@ -1,5 +1,6 @@
 """A jitted train step compiles once over a run: fresh, restored and stepped states
-all hold committed arrays."""
+all hold committed arrays. (Once per RL row length: `test_length_bucket.py` counts the
+programs of steps whose batches fall in several `rl.length_bucket` lengths.)"""
 
 import jax
 import numpy as np

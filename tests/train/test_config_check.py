@@ -93,6 +93,15 @@ class ConfigCheckTest(absltest.TestCase):
         "sft.pack=True needs model.family='llama' (packed segments are read by the dense "
         "model's attention only), not 'ling'"])
 
+  def test_length_bucket(self):
+    config = tiny_natural.get_config()
+    self.assertEqual(config.rl.length_bucket, 64)
+    config.rl.length_bucket = 0  # pad to the maximum
+    self.assertEqual(config_check.problems(config, num_devices=1), [])
+    config.rl.length_bucket = -8
+    self.assertIn("rl.length_bucket=-8 must be >= 0",
+                  config_check.problems(config, num_devices=1))
+
   def test_overlap_backend_and_processes(self):
     config = tiny_natural.get_config()
     config.rl.overlap_steps = 2
