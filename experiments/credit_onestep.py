@@ -133,8 +133,7 @@ def arms_of(config: Any, names: Sequence[str]) -> list[OneStepArm]:
   out = []
   for name in names:
     job = sections.job_config(ablation.arm_config(config, 0, name))
-    opt = sections.optimizer_config(job.rl.optimizer, job.rl.num_steps)
-    out.append(OneStepArm(name, credit_mechanism.arm(config, name), opt))
+    out.append(OneStepArm(name, credit_mechanism.arm(config, name), job.rl.optimizer))
   return out
 
 

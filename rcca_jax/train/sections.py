@@ -558,14 +558,10 @@ def model_from_fields(model: Mapping[str, Any], tokenizer: Any = None
   return families.config_from_fields(fields)
 
 
-def optimizer_config(values: Mapping[str, Any] | optim.OptimizerConfig, num_steps: int
-                     ) -> optim.OptimizerConfig:
+def optimizer_config(values: Mapping[str, Any], num_steps: int) -> optim.OptimizerConfig:
   """A stage's optimizer: `values` (a `sft.optimizer` / `rl.optimizer` mapping) with the
   schedule as long as the stage's `num_steps` unless `total_steps` is set, the warm-up
-  cut to it. An `OptimizerConfig` (a job's `sft.optimizer` / `rl.optimizer`) is already
-  built with its stage's length and is returned as is."""
-  if isinstance(values, optim.OptimizerConfig):
-    return values
+  cut to it."""
   fields = dict(values)
   fields.setdefault("total_steps", max(num_steps, 1))
   fields["total_steps"] = max(fields["total_steps"], 1)
