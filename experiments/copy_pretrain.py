@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import random
 import sys
 import time
@@ -174,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--every", type=int, default=100)
   parser.add_argument("--save_every", type=int, default=0,
                       help="also write --out every N steps (0: at the end only)")
+  parser.add_argument("--keep_every", type=int, default=0,
+                      help="also write OUT/step_N every N steps (snapshots to choose from)")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--json", default="", help="write the copy curve here")
   args = parser.parse_args(argv)
@@ -224,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
       print(json.dumps(point), flush=True)
     if args.save_every and step % args.save_every == 0 and step < args.steps:
       llama_checkpoint.write(model, args.out)
+    if args.keep_every and step % args.keep_every == 0 and step < args.steps:
+      llama_checkpoint.write(model, os.path.join(args.out, f"step_{step}"))
   llama_checkpoint.write(model, args.out)
   if args.json:
     with open(args.json, "w") as f:

@@ -24,10 +24,17 @@ from rcca_jax.train import sections
 
 FAMILIES = ("counter_copy", "char_counter_copy", "dark_mode_copy")
 TEST_FAMILIES = ("reveal_copy", "greeting_copy")
-PRESETS = ("pilot", "pilot_echo", "drill", "curriculum", "labels", "rl")
+PRESETS = ("pilot", "pilot_echo", "drill", "curriculum", "labels", "teacher", "rl")
 # The copy curriculum's first stage (`python -m experiments.copy_pretrain --out=...`):
 # `curriculum` starts from it (`--config.init_from_hf=DIR` for another place).
 COPY_POLICY = "/tmp/nv2/copy_policy"
+# The five families' copy drill (`copy_pretrain --framed_families=...`, the fourth
+# session's `mix1`): `teacher` starts from it.
+APPS_POLICY = "/tmp/nv2/apps_policy"
+# The imperfect teacher of "teacher" and "rl" (families/copying.Teacher): half the
+# requests insist on their ids; a train reference of one that does not ignores them 70%
+# of the time, so the SFT policy honors such ids on some samples and not others.
+TEACHER = dict(insist_share=0.5, loose_ignore=0.7)
 # The chosen SFT checkpoint's parameters (experiments/natural_v2_select.py --pack).
 SFT_POLICY = "experiments/results/natural_v2/sft_policy"
 ARMS = "grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo"
@@ -39,7 +46,9 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
   divs of the request's ids, as a fourth SFT family), "drill" (SFT on the drill alone,
   short examples: can this policy learn to copy pool-word ids at all?), "curriculum"
   (stage 2: the apps and `echo_short_copy` from the copy-pretrained policy), "labels"
-  (stage 2 continued with the label drill `echo_label_copy`) and "rl" (the
+  (stage 2 continued with the label drill `echo_label_copy`), "teacher" (SFT of the
+  five families from `APPS_POLICY` on an imperfect teacher's references, `TEACHER`)
+  and "rl" (the
   study: RL from the packed SFT policy, `SFT_POLICY`,
   with dynamic sampling and flat groups dropped; `python -m rcca_jax.study` runs
   `ARMS`, one shared start, the seeds differing in RL prompts and sampling)."""
@@ -79,10 +88,21 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     config.data.families = FAMILIES + ("echo_short_copy", "echo_label_copy")
     config.sft.num_steps = 3000
     config.sft.optimizer.update(learning_rate=1e-3, warmup_steps=50)
+  if preset == "teacher":
+    config.init_from_hf = APPS_POLICY
+    config.data.families = FAMILIES + ("echo_short_copy", "echo_label_copy")
+    config.data.fresh.update(TEACHER)
+    config.rl.max_prompt_len = 176  # the insisting sentence: 6 more tokens
+    config.sft.num_steps = 3000
+    config.sft.optimizer.update(learning_rate=2e-3, warmup_steps=50)
+    config.eval.every_sft_steps = 500
   if preset == "rl":
     config.init_from_hf = SFT_POLICY
-    # The curriculum's SFT families (the apps and its two drills).
+    # The curriculum's SFT families (the apps and its two drills), the requests of the
+    # teacher's SFT (half insist on their ids).
     config.data.families = FAMILIES + ("echo_short_copy", "echo_label_copy")
+    config.data.fresh.update(TEACHER)
+    config.rl.max_prompt_len = 176
     config.sft.num_steps = 0
     # RL prompts need no SFT-sized pool; dev grows (the pilot's first 12 and 6 kept).
     config.data.fresh.update(train_per_family=2000, dev_per_family=30,

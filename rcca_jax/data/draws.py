@@ -9,7 +9,7 @@ import random
 import re
 
 from rcca_jax.data import tasks as tasks_lib
-from rcca_jax.data.families import FAMILIES, Family
+from rcca_jax.data.families import FAMILIES, Family, copying
 
 _MAX_DRAWS_PER_TASK = 20  # a family that cannot produce enough distinct requests fails
 CORPUS_STREAM = "rcca-corpus"  # the committed splits' draws
@@ -18,11 +18,11 @@ _FRESH_ID = re.compile(r"^(?P<family>.+)-f\d+-[nt]?\d{6}$")
 
 
 def draw_unique(family: Family, seed: int, count: int, *, stream: str = CORPUS_STREAM,
-                exclude: frozenset[str] = frozenset(), split: str = "train"
-                ) -> list[tasks_lib.Task]:
+                exclude: frozenset[str] = frozenset(), split: str = "train",
+                teacher: copying.Teacher | None = None) -> list[tasks_lib.Task]:
   """`count` tasks of `family` with pairwise distinct requests, none in `exclude`, ids
   `NAME-00000`...; `stream` and `seed` name the random sequence (a split-aware family
-  draws each split from its own sequence)."""
+  draws each split from its own sequence, its drafts shaped by `teacher`)."""
   name = family.name if not family.split_aware else f"{family.name}:{split}"
   rng = random.Random(f"{stream}:{seed}:{name}")
   out: list[tasks_lib.Task] = []
@@ -30,7 +30,7 @@ def draw_unique(family: Family, seed: int, count: int, *, stream: str = CORPUS_S
   for _ in range(count * _MAX_DRAWS_PER_TASK):
     if len(out) == count:
       break
-    draft = family.draft(rng, split)
+    draft = family.draft(rng, split, teacher)
     if draft.request in seen:
       continue
     seen.add(draft.request)
@@ -52,8 +52,12 @@ class FreshSpec:
   novel_dev_per_family: int = 0  # split-aware families: dev ids of never-trained words
   seed: int = 0
   exclude: tuple[str, ...] = ("data/tasks/test.jsonl",)
+  # split-aware families' imperfect teacher (families/copying.Teacher; 0, 0: none)
+  insist_share: float = 0.0
+  loose_ignore: float = 0.0
 
   def __post_init__(self):
+    copying.Teacher(self.insist_share, self.loose_ignore)  # raises on a bad share
     for name in ("train_per_family", "dev_per_family", "novel_dev_per_family", "seed"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -61,6 +65,10 @@ class FreshSpec:
     object.__setattr__(self, "exclude", tuple(self.exclude))
     if not all(isinstance(p, str) and p for p in self.exclude):
       raise ValueError(f"exclude={self.exclude!r} must be task file paths")
+
+  @property
+  def teacher(self) -> copying.Teacher:
+    return copying.Teacher(self.insist_share, self.loose_ignore)
 
   @property
   def enabled(self) -> bool:
@@ -77,7 +85,8 @@ def _fresh_ids(tasks: list[tasks_lib.Task], name: str, seed: int, tag: str = "",
 
 @functools.lru_cache(maxsize=4)
 def fresh_splits(families: tuple[str, ...], train_per_family: int, dev_per_family: int,
-                 seed: int, exclude: frozenset[str], novel_dev_per_family: int = 0
+                 seed: int, exclude: frozenset[str], novel_dev_per_family: int = 0,
+                 teacher: copying.Teacher | None = None
                  ) -> dict[str, tuple[tasks_lib.Task, ...]]:
   """Fresh draws of `families` beyond the committed corpus: per family
   `dev_per_family` dev tasks, then `train_per_family` train tasks, all requests pairwise
@@ -87,8 +96,8 @@ def fresh_splits(families: tuple[str, ...], train_per_family: int, dev_per_famil
 
   A split-aware family (families/copying.py) draws train, dev and novel-word dev
   (`novel_dev_per_family`, ids `NAME-fSEED-n000000`) each for its own split and from
-  its own sequence, with `extra["split"]` naming it; the others ignore
-  `novel_dev_per_family`."""
+  its own sequence, with `extra["split"]` naming it, its drafts shaped by `teacher`;
+  the others ignore `novel_dev_per_family` and `teacher`."""
   unknown = sorted(set(families) - set(FAMILIES))
   if unknown:
     raise ValueError(f"unknown families: {', '.join(unknown)}")
@@ -100,11 +109,11 @@ def fresh_splits(families: tuple[str, ...], train_per_family: int, dev_per_famil
       for split, count, tag in (("dev", dev_per_family, ""),
                                 ("novel", novel_dev_per_family, "n")):
         drawn = draw_unique(family, seed, count, stream=FRESH_STREAM,
-                            exclude=frozenset(taken), split=split)
+                            exclude=frozenset(taken), split=split, teacher=teacher)
         taken |= {t.request for t in drawn}
         splits["dev"] += _fresh_ids(drawn, name, seed, tag, split)
       drawn = draw_unique(family, seed, train_per_family, stream=FRESH_STREAM,
-                          exclude=frozenset(taken), split="train")
+                          exclude=frozenset(taken), split="train", teacher=teacher)
       splits["train"] += _fresh_ids(drawn, name, seed, "t", "train")
       continue
     drawn = _fresh_ids(draw_unique(family, seed, dev_per_family + train_per_family,

@@ -41,6 +41,31 @@ class ConditionsTest(absltest.TestCase):
     _write(dev, {**summary, "pass_rate": 0.7}, [])
     self.assertFalse(select.conditions(dev, dry)["in_band"])
 
+  def test_conditions_on_one_split(self):
+    """Greedy pass from the greedy records, pass@1 and pass@8 from the samples, of the
+    split's requests only (novel-word task ids end in `-nNNNNNN`)."""
+    root = self.create_tempdir().full_path
+    dev, dry = os.path.join(root, "dev"), os.path.join(root, "dry")
+    t, n = "f-f0-000000", "f-f0-n000000"
+    _write(dev, {"reward_mean": 0.5, "gates_pass": 0.9}, [])
+    passed = [{"gates": {"format": True, "source": True, "runtime": True},
+               "rubrics": [{"passed": ok}]} for ok in (True, False)]
+    with open(os.path.join(dev, "evaluations.jsonl"), "w") as f:
+      for task_id, record in ((t, passed[0]), ("g-f0-000001", passed[1]), (n, passed[0])):
+        f.write(json.dumps({"task_id": task_id, **record}) + "\n")
+    with open(os.path.join(dev, "sampled.jsonl"), "w") as f:
+      # t: 2 of 8 samples pass; g: none; n: 8 of 8.
+      for task_id, passes in ((t, 2), ("g-f0-000001", 0), (n, 8)):
+        for i in range(8):
+          f.write(json.dumps({"task_id": task_id, "reward": 0.5, "passed": i < passes})
+                  + "\n")
+    _write(dry, {}, [("a", 0.1), ("a", 0.4)])
+    got = select.conditions(dev, dry, "dev")
+    self.assertEqual((got["split"], got["greedy_pass"]), ("dev", 0.5))
+    self.assertAlmostEqual(got["pass_at_1"], (2 / 8 + 0) / 2)
+    self.assertAlmostEqual(got["pass_at_8"], 0.5)  # t holds a pass among its 8, g none
+    got = select.conditions(dev, dry, "novel")
+    self.assertEqual((got["greedy_pass"], got["pass_at_1"], got["pass_at_8"]), (1.0, 1.0, 1.0))
 
   def test_evaluations_are_named_by_checkpoint_and_not_rerun(self):
     # An evaluation whose summary exists is reused (no subprocess runs here): SFT steps

@@ -11,7 +11,7 @@ import dataclasses
 import html
 import json
 import random
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from rcca_jax.base.schema import KINDS, LEVELS
 from rcca_jax.data import tasks
@@ -48,7 +48,7 @@ class Family:
   category: str
   difficulty: str
   build: Callable[[random.Random], Draft] | None = None
-  split_build: Callable[[random.Random, str], Draft] | None = None
+  split_build: Callable[..., Draft] | None = None  # (rng, split, teacher=None)
 
   def __post_init__(self):
     if (self.build is None) == (self.split_build is None):
@@ -58,9 +58,10 @@ class Family:
   def split_aware(self) -> bool:
     return self.split_build is not None
 
-  def draft(self, rng: random.Random, split: str = "train") -> Draft:
+  def draft(self, rng: random.Random, split: str = "train", teacher: Any = None) -> Draft:
+    """One draw; `teacher` (families/copying.Teacher) reaches split-aware families only."""
     if self.split_build is not None:
-      return self.split_build(rng, split)
+      return self.split_build(rng, split, teacher)
     return self.build(rng)
 
   def to_task(self, draft: Draft, index: int) -> tasks.Task:

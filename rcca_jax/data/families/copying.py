@@ -19,6 +19,7 @@ holds what a policy that does not read the request must pay for them
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -403,14 +404,62 @@ BUILDERS: dict[str, Callable[[Copier], b.Draft]] = {
 TEST_FAMILIES = ("reveal_copy", "greeting_copy")
 
 
+INSIST = "Keep these ids exactly."  # the sentence of a request that insists on its ids
+
+
+@dataclasses.dataclass(frozen=True)
+class Teacher:
+  """An imperfect teacher of the SFT references (issue 54): a share `insist_share` of
+  the requests end with `INSIST`; the train reference of a request that does not insist
+  ignores its ids (every `ROLE-W1-W2` written as `ROLE`) with chance `loose_ignore`.
+  Requests and rubrics are unchanged, so such a reference fails every rubric that finds
+  an element by its id; only train references are affected (dev and novel drafts are
+  graded, never imitated). The default is the perfect teacher (drafts unchanged)."""
+  insist_share: float = 0.0
+  loose_ignore: float = 0.0
+
+  def __post_init__(self):
+    for name in ("insist_share", "loose_ignore"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"{name}={value!r} must be a number in [0, 1]")
+
+  @property
+  def active(self) -> bool:
+    return self.insist_share > 0 or self.loose_ignore > 0
+
+
+def ignore_ids(reference: str, ids: Iterable[str]) -> str:
+  """`reference` with each of `ids` (`ROLE-W1-W2`) written as its role alone."""
+  for ident in ids:
+    reference = re.sub(rf"(?<![\w-]){re.escape(ident)}(?![\w-])", ident.split("-")[0],
+                       reference)
+  return reference
+
+
 def split_builder(build: Callable[[Copier], b.Draft]
-                  ) -> Callable[[random.Random, str], b.Draft]:
-  """`build` as a family's split-aware builder: (rng, split) -> Draft with its entropy."""
-  def draft(rng: random.Random, split: str) -> b.Draft:
+                  ) -> Callable[..., b.Draft]:
+  """`build` as a family's split-aware builder: (rng, split, teacher=None) -> Draft with
+  its entropy (`Teacher`: the request may insist, a train reference may ignore its ids;
+  an ignored id is no copied value, and the teacher's choice costs its binary entropy)."""
+  def draft(rng: random.Random, split: str, teacher: Teacher | None = None) -> b.Draft:
     copier = Copier(rng, split)
     d = build(copier)
-    return b.Draft(d.request, d.rules, d.reference, entropy=copier.entropy,
-                   copied=tuple(copier.values))
+    request, reference, values = d.request, d.reference, list(copier.values)
+    if teacher is not None and teacher.active:
+      insist = rng.random() < teacher.insist_share
+      ignore = split == "train" and not insist and rng.random() < teacher.loose_ignore
+      if insist:
+        request = f"{request} {INSIST}"
+      if ignore:
+        ids = [m.group(0)[2:-1] for m in re.finditer(r"`#[a-z]+-[a-z]+-[a-z]+`", request)]
+        reference = ignore_ids(reference, ids)
+        values = [(v, n) for v, n in values if v not in ids]
+      if split == "train" and not insist and 0 < teacher.loose_ignore < 1:
+        q = teacher.loose_ignore
+        values.append(("", -(q * math.log(q) + (1 - q) * math.log(1 - q))))
+    return b.Draft(request, d.rules, reference, entropy=sum(n for _, n in values),
+                   copied=tuple((v, n) for v, n in values if v))
   draft.__name__ = build.__name__
   return draft
 
@@ -425,7 +474,7 @@ def template_words(rng_seed: int = 0, draws: int = 64,
   for build in BUILDERS.values():
     for _ in range(draws):
       d = build(Copier(rng, "train", words=sentinels))
-      text = d.request + "\n" + d.reference + "\n" + "\n".join(r.text for r in d.rules)
+      text = "\n".join([d.request, d.reference, INSIST, *(r.text for r in d.rules)])
       words |= {w.lower() for w in re.findall(r"[A-Za-z]+", text)}
   return words - set(sentinels)
 
