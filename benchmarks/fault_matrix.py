@@ -167,9 +167,9 @@ def grade_with(executable: str, workers: int, jobs: int = 2, **config
 
 class JudgeServer:
   """An OpenAI-compatible judge on loopback that misbehaves on command: each POST takes
-  the next scripted action, ("hang", seconds), (status, headers) or ("body", text),
-  then answers `verdict(request)` once the script is used up; `times` holds when each
-  request came."""
+  the next scripted action (`next_action`), ("hang", seconds), ("slow", seconds: then
+  the verdict), (status, headers) or ("body", text), then answers `verdict(request)`
+  once the script is used up; `times` holds when each request came."""
 
   def __init__(self, actions=(), verdict: Callable[[dict], str] | None = None):
     import http.server  # pylint: disable=import-outside-toplevel
@@ -183,11 +183,13 @@ class JudgeServer:
       def do_POST(self):  # noqa: N802
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         outer.times.append(time.monotonic())
-        kind, value = outer.actions.pop(0) if outer.actions else ("verdict", None)
+        kind, value = outer.next_action()
         if kind == "hang":
           time.sleep(value)  # bounded: the handler thread ends by itself
           return
-        if kind == "verdict":
+        if kind == "slow":
+          time.sleep(value)
+        if kind in ("verdict", "slow"):
           kind, value = "body", json.dumps({"choices": [{"message": {
               "role": "assistant", "content": verdict(request)}}]})
         status, headers, body = (200, {}, value) if kind == "body" else (kind, value, "")
@@ -205,9 +207,25 @@ class JudgeServer:
     self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
     threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
+  def next_action(self) -> tuple[Any, Any]:
+    """The next request's action: the script's next, else ("verdict", None)."""
+    return self.actions.pop(0) if self.actions else ("verdict", None)
+
   def close(self) -> None:
     self.server.shutdown()
     self.server.server_close()
+
+
+def mount_tmpfs(directory: pathlib.Path, size: str) -> None:
+  """A tmpfs of `size` (mount's syntax: 64k, 16m) on `directory`, made if absent (root
+  only)."""
+  directory.mkdir(parents=True, exist_ok=True)
+  subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
+                 check=True)
+
+
+def umount(directory: pathlib.Path) -> None:
+  subprocess.run(["umount", str(directory)], check=False)
 
 
 # ---- running the job ---------------------------------------------------------------
@@ -584,14 +602,12 @@ class Matrix:
       return row
     workdir = self.fresh(row.fault)
     cache = self.root / "rows" / "full_cache"
-    cache.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(cache)],
-                   check=True)
+    mount_tmpfs(cache, "64k")
     try:
       code = run(self.root, workdir, FULL + [f"--config.eval.grading_cache={cache}"])
       used = shutil.disk_usage(cache)
     finally:
-      subprocess.run(["umount", str(cache)], check=False)
+      umount(cache)
     rows = [r for r in rows_of(workdir) if r["stage"] == "rl"]
     errors = sum(r.get("cache_write_errors", 0) for r in rows_of(workdir))
     row.did = (f"exit {code}; tmpfs {used.used // 1024} of {used.total // 1024} KiB used; "
