@@ -93,8 +93,8 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     config.data.families = FAMILIES + ("echo_short_copy", "echo_label_copy")
     config.data.fresh.update(TEACHER)
     config.rl.max_prompt_len = 176  # the insisting sentence: 6 more tokens
-    config.sft.num_steps = 3000
-    config.sft.optimizer.update(learning_rate=2e-3, warmup_steps=50)
+    config.sft.num_steps = 2000
+    config.sft.optimizer.update(learning_rate=1e-3, warmup_steps=50)
     config.eval.every_sft_steps = 500
   if preset == "rl":
     config.init_from_hf = SFT_POLICY

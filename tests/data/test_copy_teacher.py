@@ -33,8 +33,8 @@ class TeacherTest(absltest.TestCase):
 
   def test_insisting_share_and_ignored_references(self):
     drafts = _drafts("char_counter_copy", "train", _TEACHER, n=600)
-    insist = [d for d in drafts if d.request.endswith(copying.INSIST)]
-    loose = [d for d in drafts if not d.request.endswith(copying.INSIST)]
+    insist = [d for d in drafts if d.request.startswith(copying.INSIST)]
+    loose = [d for d in drafts if not d.request.startswith(copying.INSIST)]
     # Binomial(600, 0.5): sd 12.2, so 300 +- 61 is 5 sd.
     self.assertBetween(len(insist), 239, 361)
     def ignored(d):
@@ -52,7 +52,7 @@ class TeacherTest(absltest.TestCase):
   def test_dev_and_novel_references_always_honor_the_ids(self):
     for split in ("dev", "novel"):
       drafts = _drafts("counter_copy", split, _TEACHER, n=100)
-      self.assertTrue(any(d.request.endswith(copying.INSIST) for d in drafts))
+      self.assertTrue(any(d.request.startswith(copying.INSIST) for d in drafts))
       for d in drafts:
         for ident in _ID.findall(d.request):
           self.assertIn(f'id="{ident}"', d.reference)
@@ -65,7 +65,7 @@ class TeacherTest(absltest.TestCase):
     for i in range(50):  # the same build with and without the teacher's coins after it
       d0 = family.draft(random.Random(i), "train")
       d = family.draft(random.Random(i), "train", _TEACHER)
-      if d.request.endswith(copying.INSIST):
+      if d.request.startswith(copying.INSIST):
         continue
       ids = set(_ID.findall(d.request))
       kept = [(v, n) for v, n in d0.copied if v not in ids or f'"{v}"' in d.reference]
@@ -92,7 +92,7 @@ class TeacherTest(absltest.TestCase):
                            loose_ignore=1.0)
     out = draws.fresh_splits(("echo_short_copy",), 40, 10, 0, frozenset(),
                              teacher=spec.teacher)
-    insisting = [t.request.endswith(copying.INSIST) for t in out["train"]]
+    insisting = [t.request.startswith(copying.INSIST) for t in out["train"]]
     self.assertEqual(set(insisting), {True, False})
     for task, insists in zip(out["train"], insisting):
       honored = all(f'"{i}"' in task.reference for i in _ID.findall(task.request))

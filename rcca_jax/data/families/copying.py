@@ -404,13 +404,17 @@ BUILDERS: dict[str, Callable[[Copier], b.Draft]] = {
 TEST_FAMILIES = ("reveal_copy", "greeting_copy")
 
 
-INSIST = "Keep these ids exactly."  # the sentence of a request that insists on its ids
+# The sentence that opens a request insisting on its ids. At the start, not the end: the
+# SFT policies copy an id by its distance back from the answer, and six tokens appended
+# to a request cut their teacher-forced copy of echo_short's first id words from 0.85 to
+# 0.04 (prepended: 0.81).
+INSIST = "Keep every id exactly as written."
 
 
 @dataclasses.dataclass(frozen=True)
 class Teacher:
   """An imperfect teacher of the SFT references (issue 54): a share `insist_share` of
-  the requests end with `INSIST`; the train reference of a request that does not insist
+  the requests open with `INSIST`; the train reference of a request that does not insist
   ignores its ids (every `ROLE-W1-W2` written as `ROLE`) with chance `loose_ignore`.
   Requests and rubrics are unchanged, so such a reference fails every rubric that finds
   an element by its id; only train references are affected (dev and novel drafts are
@@ -450,7 +454,7 @@ def split_builder(build: Callable[[Copier], b.Draft]
       insist = rng.random() < teacher.insist_share
       ignore = split == "train" and not insist and rng.random() < teacher.loose_ignore
       if insist:
-        request = f"{request} {INSIST}"
+        request = f"{INSIST} {request}"
       if ignore:
         ids = [m.group(0)[2:-1] for m in re.finditer(r"`#[a-z]+-[a-z]+-[a-z]+`", request)]
         reference = ignore_ids(reference, ids)
