@@ -24,7 +24,8 @@ from rcca_jax.train import sections
 
 FAMILIES = ("counter_copy", "char_counter_copy", "dark_mode_copy")
 TEST_FAMILIES = ("reveal_copy", "greeting_copy")
-PRESETS = ("pilot", "pilot_echo", "drill", "curriculum", "labels", "teacher", "rl")
+PRESETS = ("pilot", "pilot_echo", "drill", "curriculum", "labels", "teacher", "teacher_last",
+           "rl")
 # The copy curriculum's first stage (`python -m experiments.copy_pretrain --out=...`):
 # `curriculum` starts from it (`--config.init_from_hf=DIR` for another place).
 COPY_POLICY = "/tmp/nv2/copy_policy"
@@ -35,6 +36,10 @@ APPS_POLICY = "/tmp/nv2/apps_policy"
 # requests insist on their ids; a train reference of one that does not ignores them 70%
 # of the time, so the SFT policy honors such ids on some samples and not others.
 TEACHER = dict(insist_share=0.5, loose_ignore=0.7)
+# The same with every request's ids in one closing list ("teacher_last", "rl"): the SFT
+# policies copy an id by its distance back from the answer, which the list keeps short
+# and steady (families/copying.Drafting).
+TEACHER_LAST = dict(TEACHER, ids_last=True)
 # The chosen SFT checkpoint's parameters (experiments/natural_v2_select.py --pack).
 SFT_POLICY = "experiments/results/natural_v2/sft_policy"
 ARMS = "grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo"
@@ -47,8 +52,9 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
   short examples: can this policy learn to copy pool-word ids at all?), "curriculum"
   (stage 2: the apps and `echo_short_copy` from the copy-pretrained policy), "labels"
   (stage 2 continued with the label drill `echo_label_copy`), "teacher" (SFT of the
-  five families from `APPS_POLICY` on an imperfect teacher's references, `TEACHER`)
-  and "rl" (the
+  five families from `APPS_POLICY` on an imperfect teacher's references, `TEACHER`),
+  "teacher_last" (the same with the ids closing each request, `TEACHER_LAST`) and "rl"
+  (the
   study: RL from the packed SFT policy, `SFT_POLICY`,
   with dynamic sampling and flat groups dropped; `python -m rcca_jax.study` runs
   `ARMS`, one shared start, the seeds differing in RL prompts and sampling)."""
@@ -88,10 +94,10 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     config.data.families = FAMILIES + ("echo_short_copy", "echo_label_copy")
     config.sft.num_steps = 3000
     config.sft.optimizer.update(learning_rate=1e-3, warmup_steps=50)
-  if preset == "teacher":
+  if preset in ("teacher", "teacher_last"):
     config.init_from_hf = APPS_POLICY
     config.data.families = FAMILIES + ("echo_short_copy", "echo_label_copy")
-    config.data.fresh.update(TEACHER)
+    config.data.fresh.update(TEACHER if preset == "teacher" else TEACHER_LAST)
     config.rl.max_prompt_len = 176  # the insisting sentence: 6 more tokens
     config.sft.num_steps = 2000
     config.sft.optimizer.update(learning_rate=1e-3, warmup_steps=50)
@@ -99,14 +105,17 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
   if preset == "rl":
     config.init_from_hf = SFT_POLICY
     # The curriculum's SFT families (the apps and its two drills), the requests of the
-    # teacher's SFT (half insist on their ids).
+    # teacher_last SFT (ids last; half insist on them).
     config.data.families = FAMILIES + ("echo_short_copy", "echo_label_copy")
-    config.data.fresh.update(TEACHER)
+    config.data.fresh.update(TEACHER_LAST)
     config.rl.max_prompt_len = 176
     config.sft.num_steps = 0
-    # RL prompts need no SFT-sized pool; dev grows (the pilot's first 12 and 6 kept).
-    config.data.fresh.update(train_per_family=2000, dev_per_family=30,
-                             novel_dev_per_family=10)
+    # RL prompts need no SFT-sized pool; dev is the select's (the RL start's conditions
+    # and the RL curve on the same 60 train-word and 30 novel-word requests), evaluated
+    # every 25 steps.
+    config.data.fresh.update(train_per_family=2000, dev_per_family=12,
+                             novel_dev_per_family=6)
+    config.eval.every_rl_steps = 25
     config.rl.update(num_steps=200, flat_groups="drop", resample_flat_rounds=3)
     config.rl.optimizer.learning_rate = 3e-5
     # The first attempt's erosion (greedy gates 0.97 -> 0.82-0.84) against a reference

@@ -62,7 +62,7 @@ def dry_tasks(workdir: str, count: int) -> str:
   f = draws.FreshSpec(**config.data.fresh)
   fresh = draws.fresh_splits(tuple(config.data.families), f.train_per_family,
                              f.dev_per_family, f.seed, frozenset(), f.novel_dev_per_family,
-                             f.teacher)
+                             f.drafting)
   path = os.path.join(workdir, "dry_round_tasks.jsonl")
   if not os.path.exists(path):
     tasks_lib.write_tasks(path, fresh["train"][:count])

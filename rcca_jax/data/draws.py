@@ -19,10 +19,10 @@ _FRESH_ID = re.compile(r"^(?P<family>.+)-f\d+-[nt]?\d{6}$")
 
 def draw_unique(family: Family, seed: int, count: int, *, stream: str = CORPUS_STREAM,
                 exclude: frozenset[str] = frozenset(), split: str = "train",
-                teacher: copying.Teacher | None = None) -> list[tasks_lib.Task]:
+                drafting: copying.Drafting | None = None) -> list[tasks_lib.Task]:
   """`count` tasks of `family` with pairwise distinct requests, none in `exclude`, ids
   `NAME-00000`...; `stream` and `seed` name the random sequence (a split-aware family
-  draws each split from its own sequence, its drafts shaped by `teacher`)."""
+  draws each split from its own sequence, its drafts shaped by `drafting`)."""
   name = family.name if not family.split_aware else f"{family.name}:{split}"
   rng = random.Random(f"{stream}:{seed}:{name}")
   out: list[tasks_lib.Task] = []
@@ -30,7 +30,7 @@ def draw_unique(family: Family, seed: int, count: int, *, stream: str = CORPUS_S
   for _ in range(count * _MAX_DRAWS_PER_TASK):
     if len(out) == count:
       break
-    draft = family.draft(rng, split, teacher)
+    draft = family.draft(rng, split, drafting)
     if draft.request in seen:
       continue
     seen.add(draft.request)
@@ -52,12 +52,13 @@ class FreshSpec:
   novel_dev_per_family: int = 0  # split-aware families: dev ids of never-trained words
   seed: int = 0
   exclude: tuple[str, ...] = ("data/tasks/test.jsonl",)
-  # split-aware families' imperfect teacher (families/copying.Teacher; 0, 0: none)
+  # split-aware families' phrasing and imperfect teacher (families/copying.Drafting)
   insist_share: float = 0.0
   loose_ignore: float = 0.0
+  ids_last: bool = False
 
   def __post_init__(self):
-    copying.Teacher(self.insist_share, self.loose_ignore)  # raises on a bad share
+    copying.Drafting(self.insist_share, self.loose_ignore, self.ids_last)  # raises on a bad field
     for name in ("train_per_family", "dev_per_family", "novel_dev_per_family", "seed"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -67,8 +68,8 @@ class FreshSpec:
       raise ValueError(f"exclude={self.exclude!r} must be task file paths")
 
   @property
-  def teacher(self) -> copying.Teacher:
-    return copying.Teacher(self.insist_share, self.loose_ignore)
+  def drafting(self) -> copying.Drafting:
+    return copying.Drafting(self.insist_share, self.loose_ignore, self.ids_last)
 
   @property
   def enabled(self) -> bool:
@@ -86,7 +87,7 @@ def _fresh_ids(tasks: list[tasks_lib.Task], name: str, seed: int, tag: str = "",
 @functools.lru_cache(maxsize=4)
 def fresh_splits(families: tuple[str, ...], train_per_family: int, dev_per_family: int,
                  seed: int, exclude: frozenset[str], novel_dev_per_family: int = 0,
-                 teacher: copying.Teacher | None = None
+                 drafting: copying.Drafting | None = None
                  ) -> dict[str, tuple[tasks_lib.Task, ...]]:
   """Fresh draws of `families` beyond the committed corpus: per family
   `dev_per_family` dev tasks, then `train_per_family` train tasks, all requests pairwise
@@ -96,8 +97,8 @@ def fresh_splits(families: tuple[str, ...], train_per_family: int, dev_per_famil
 
   A split-aware family (families/copying.py) draws train, dev and novel-word dev
   (`novel_dev_per_family`, ids `NAME-fSEED-n000000`) each for its own split and from
-  its own sequence, with `extra["split"]` naming it, its drafts shaped by `teacher`;
-  the others ignore `novel_dev_per_family` and `teacher`."""
+  its own sequence, with `extra["split"]` naming it, its drafts shaped by `drafting`;
+  the others ignore `novel_dev_per_family` and `drafting`."""
   unknown = sorted(set(families) - set(FAMILIES))
   if unknown:
     raise ValueError(f"unknown families: {', '.join(unknown)}")
@@ -109,11 +110,11 @@ def fresh_splits(families: tuple[str, ...], train_per_family: int, dev_per_famil
       for split, count, tag in (("dev", dev_per_family, ""),
                                 ("novel", novel_dev_per_family, "n")):
         drawn = draw_unique(family, seed, count, stream=FRESH_STREAM,
-                            exclude=frozenset(taken), split=split, teacher=teacher)
+                            exclude=frozenset(taken), split=split, drafting=drafting)
         taken |= {t.request for t in drawn}
         splits["dev"] += _fresh_ids(drawn, name, seed, tag, split)
       drawn = draw_unique(family, seed, train_per_family, stream=FRESH_STREAM,
-                          exclude=frozenset(taken), split="train", teacher=teacher)
+                          exclude=frozenset(taken), split="train", drafting=drafting)
       splits["train"] += _fresh_ids(drawn, name, seed, "t", "train")
       continue
     drawn = _fresh_ids(draw_unique(family, seed, dev_per_family + train_per_family,

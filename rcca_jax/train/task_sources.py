@@ -66,7 +66,7 @@ class TaskSources:
     taken = frozenset(t.request for path in files if path for t in load_task_file(path))
     return draws.fresh_splits(tuple(d.families), spec.train_per_family,
                               spec.dev_per_family, spec.seed, taken,
-                              spec.novel_dev_per_family, spec.teacher)
+                              spec.novel_dev_per_family, spec.drafting)
 
   def train(self, per_family: int = 0, need_reference: bool = False) -> list:
     """The natural setting's train tasks: `data.train_tasks`' (if any) then `data.fresh`'s, of

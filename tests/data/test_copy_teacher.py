@@ -1,6 +1,6 @@
-"""The imperfect teacher of the copying families (issue 54): requests that insist on
-their ids, train references that ignore the ids of requests that do not, graded in a
-real browser."""
+"""How the copying families draft (issue 54): requests whose ids close them, requests
+that insist on their ids and train references that ignore the ids of requests that do
+not (an imperfect teacher), graded in a real browser."""
 
 import math
 import random
@@ -15,7 +15,7 @@ from rcca_jax.data.families import FAMILIES
 from rcca_jax.data.families import copying
 
 _ID = re.compile(r"`#([a-z]+-[a-z]+-[a-z]+)`")
-_TEACHER = copying.Teacher(insist_share=0.5, loose_ignore=0.7)
+_TEACHER = copying.Drafting(insist_share=0.5, loose_ignore=0.7)
 
 
 def _drafts(name, split, teacher, n=200, seed=0):
@@ -29,7 +29,7 @@ class TeacherTest(absltest.TestCase):
     for name in copying.BUILDERS:
       for split in copying.SPLITS:
         plain = _drafts(name, split, None, n=20)
-        self.assertEqual(plain, _drafts(name, split, copying.Teacher(), n=20))
+        self.assertEqual(plain, _drafts(name, split, copying.Drafting(), n=20))
 
   def test_insisting_share_and_ignored_references(self):
     drafts = _drafts("char_counter_copy", "train", _TEACHER, n=600)
@@ -80,18 +80,37 @@ class TeacherTest(absltest.TestCase):
     train, novel = copying.pool()
     self.assertEmpty(words & set(train + novel))
 
+  def test_ids_last_states_every_id_once_in_the_closing_list_in_app_order(self):
+    last = copying.Drafting(ids_last=True)
+    for name in ("counter_copy", "char_counter_copy", "dark_mode_copy", "reveal_copy",
+                 "greeting_copy"):
+      for i in range(30):
+        inline = FAMILIES[name].draft(random.Random(i), "dev")
+        d = FAMILIES[name].draft(random.Random(i), "dev", last)
+        # The same draw: rubrics, reference and copied values; only the request differs.
+        self.assertEqual((d.rules, d.reference, d.copied), (inline.rules, inline.reference,
+                                                             inline.copied))
+        body, closing = d.request.rsplit(" Ids: ", 1)
+        self.assertEmpty(_ID.findall(body), d.request)
+        ids = _ID.findall(closing)
+        self.assertEqual(sorted(ids), sorted(set(_ID.findall(inline.request))))
+        first_use = [d.reference.index(f'id="{i}"') for i in ids]
+        self.assertEqual(first_use, sorted(first_use), d.request)
+
   def test_bad_shares_are_refused(self):
     for bad in (-0.1, 1.5, True, "half"):
       with self.assertRaisesRegex(ValueError, "insist_share"):
-        copying.Teacher(insist_share=bad)
+        copying.Drafting(insist_share=bad)
       with self.assertRaisesRegex(ValueError, "loose_ignore"):
         draws.FreshSpec(loose_ignore=bad)
+    with self.assertRaisesRegex(ValueError, "ids_last"):
+      draws.FreshSpec(ids_last=1)
 
   def test_fresh_splits_pass_the_teacher(self):
     spec = draws.FreshSpec(train_per_family=40, dev_per_family=10, insist_share=0.5,
                            loose_ignore=1.0)
     out = draws.fresh_splits(("echo_short_copy",), 40, 10, 0, frozenset(),
-                             teacher=spec.teacher)
+                             drafting=spec.drafting)
     insisting = [t.request.startswith(copying.INSIST) for t in out["train"]]
     self.assertEqual(set(insisting), {True, False})
     for task, insists in zip(out["train"], insisting):
@@ -111,7 +130,7 @@ class IgnoringReferenceTest(absltest.TestCase):
   def test_an_ignoring_reference_runs_and_fails_its_id_rubrics(self):
     """The lazy app is a working page (every gate passes) that no rubric finding an
     element by a requested id can pass (a rubric that counts the divs still can)."""
-    always = copying.Teacher(insist_share=0.0, loose_ignore=1.0)
+    always = copying.Drafting(insist_share=0.0, loose_ignore=1.0)
     tasks = []
     for i, name in enumerate(("counter_copy", "char_counter_copy", "dark_mode_copy",
                               "echo_short_copy")):

@@ -48,7 +48,7 @@ class Family:
   category: str
   difficulty: str
   build: Callable[[random.Random], Draft] | None = None
-  split_build: Callable[..., Draft] | None = None  # (rng, split, teacher=None)
+  split_build: Callable[..., Draft] | None = None  # (rng, split, drafting=None)
 
   def __post_init__(self):
     if (self.build is None) == (self.split_build is None):
@@ -58,10 +58,10 @@ class Family:
   def split_aware(self) -> bool:
     return self.split_build is not None
 
-  def draft(self, rng: random.Random, split: str = "train", teacher: Any = None) -> Draft:
-    """One draw; `teacher` (families/copying.Teacher) reaches split-aware families only."""
+  def draft(self, rng: random.Random, split: str = "train", drafting: Any = None) -> Draft:
+    """One draw; `drafting` (families/copying.Drafting) reaches split-aware families only."""
     if self.split_build is not None:
-      return self.split_build(rng, split, teacher)
+      return self.split_build(rng, split, drafting)
     return self.build(rng)
 
   def to_task(self, draft: Draft, index: int) -> tasks.Task:

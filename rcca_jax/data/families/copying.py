@@ -65,10 +65,12 @@ class Copier:
   """Draws one request's copied values for a split and sums their entropy (nats): the
   loss a policy that ignores the request pays on their first occurrence in the app."""
 
-  def __init__(self, rng: random.Random, split: str, words: Sequence[str] | None = None):
+  def __init__(self, rng: random.Random, split: str, words: Sequence[str] | None = None,
+               ids_last: bool = False):
     if split not in SPLITS:
       raise ValueError(f"split {split!r}: expected one of {SPLITS}")
     self.rng, self.split, self.entropy = rng, split, 0.0
+    self.ids_last = ids_last  # sentences name elements by role; one list of ids closes
     self.values: list[tuple[str, float]] = []  # (value as the app writes it, nats)
     self._used: set[str] = set()
     train, novel = pool() if words is None else (tuple(words), tuple(words))
@@ -141,6 +143,11 @@ def _request(c: Copier, thing: str, *sentences: str) -> str:
   return " ".join([b.opening(c.rng, thing), *sentences])
 
 
+def _ids_sentence(named: Sequence[tuple[str, str]]) -> str:
+  """The closing list of an ids-last request: (id, what it names), in the app's order."""
+  return "Ids: " + ", ".join(f"`#{i}` for the {what}" for i, what in named) + "."
+
+
 def counter(c: Copier) -> b.Draft:
   """A display `#count-..` and a button `#add-..`; optionally subtract, reset, colour."""
   count, add = c.ident("count"), c.ident("add")
@@ -149,14 +156,24 @@ def counter(c: Copier) -> b.Draft:
   reset = c.ident("reset") if c.maybe() else None
   colour = c.colour() if c.maybe() else None
   start, step = c.integer(-500, 500), c.integer(1, 99)
-  parts = [f"The count starts at {start} and is shown in `#{count}`.",
-           f"The button `#{add}` reads \"{add_label}\" and adds {step}."]
-  if sub:
-    parts.append(f"The button `#{sub}` subtracts {step}.")
-  if reset:
-    parts.append(f"The button `#{reset}` sets the count back to {start}.")
+  if c.ids_last:
+    parts = [f"The count starts at {start} and is shown in the display.",
+             f"The add button reads \"{add_label}\" and adds {step}."]
+    parts += [f"A subtract button subtracts {step}."] * bool(sub)
+    parts += [f"A reset button sets the count back to {start}."] * bool(reset)
+  else:
+    parts = [f"The count starts at {start} and is shown in `#{count}`.",
+             f"The button `#{add}` reads \"{add_label}\" and adds {step}."]
+    if sub:
+      parts.append(f"The button `#{sub}` subtracts {step}.")
+    if reset:
+      parts.append(f"The button `#{reset}` sets the count back to {start}.")
   if colour:
     parts.append(f"The count is shown in {colour}.")
+  if c.ids_last:
+    parts.append(_ids_sentence(
+        [(count, "display"), (add, "add button")]
+        + [(i, w) for i, w in ((sub, "subtract button"), (reset, "reset button")) if i]))
   rules = [
       rule("initial", "core", f"The count shows {start} on load",
            b.text(f"#{count}", "==", start)),
@@ -197,13 +214,21 @@ def char_counter(c: Copier) -> b.Draft:
   limit = c.integer(10, 400)
   send = c.ident("send") if c.maybe() else None
   colour = c.colour() if c.maybe() else None
-  parts = [f"The textarea is `#{box}`; `#{left}` shows \"N / {limit}\" where N is the "
-           "number of characters typed, updated on every input."]
+  if c.ids_last:
+    left_, send_ = "the display", "The send button"
+    parts = [f"The display shows \"N / {limit}\" where N is the number of characters "
+             "typed in the textarea, updated on every input."]
+  else:
+    left_, send_ = f"`#{left}`", f"The button `#{send}`"
+    parts = [f"The textarea is `#{box}`; `#{left}` shows \"N / {limit}\" where N is the "
+             "number of characters typed, updated on every input."]
   if send:
-    parts.append(f"The button `#{send}` is disabled when the text is empty or longer "
-                 f"than {limit}.")
+    parts.append(f"{send_} is disabled when the text is empty or longer than {limit}.")
   if colour:
-    parts.append(f"Over {limit} characters `#{left}` turns {colour}.")
+    parts.append(f"Over {limit} characters {left_} turns {colour}.")
+  if c.ids_last:
+    parts.append(_ids_sentence([(box, "textarea"), (left, "display")]
+                               + [(send, "send button")] * bool(send)))
   phrase = "ab" * c.rng.randint(1, 4)
   over = "z" * (limit + 3)
   rules = [
@@ -246,13 +271,16 @@ def dark_mode(c: Copier) -> b.Draft:
   to_dark, to_light = c.word(), c.word()
   light = c.colour() if c.maybe() else None
   dark = c.colour() if c.maybe() else None
-  parts = [f"The button `#{toggle}` reads \"{to_dark}\"; clicking it adds the class "
+  button = "The toggle button" if c.ids_last else f"The button `#{toggle}`"
+  parts = [f"{button} reads \"{to_dark}\"; clicking it adds the class "
            f"`dark` to the body and changes its text to \"{to_light}\". Clicking again "
            "switches back."]
   if light:
     parts.append(f"The page starts with a {light} background.")
   if dark:
     parts.append(f"In dark mode the background is {dark}.")
+  if c.ids_last:
+    parts.append(_ids_sentence([(toggle, "toggle button")]))
   t = f"#{toggle}"
   rules = [
       rule("initial", "behavior", f"The toggle reads \"{to_dark}\"", b.text(t, "==", to_dark)),
@@ -287,10 +315,16 @@ def reveal(c: Copier) -> b.Draft:
   show, panel = c.ident("show"), c.ident("panel")
   word = c.word()
   colour = c.colour() if c.maybe() else None
-  parts = [f"The panel `#{panel}` contains the text \"{word}\" and is hidden on load.",
-           f"Each click on the button `#{show}` shows or hides it."]
+  if c.ids_last:
+    parts = [f"The panel contains the text \"{word}\" and is hidden on load.",
+             "Each click on the show button shows or hides it."]
+  else:
+    parts = [f"The panel `#{panel}` contains the text \"{word}\" and is hidden on load.",
+             f"Each click on the button `#{show}` shows or hides it."]
   if colour:
     parts.append(f"The panel text is {colour}.")
+  if c.ids_last:
+    parts.append(_ids_sentence([(show, "show button"), (panel, "panel")]))
   p, s = f"#{panel}", f"#{show}"
   rules = [
       rule("initial", "core", "The panel is hidden on load", b.hidden(p)),
@@ -319,6 +353,10 @@ def greeting(c: Copier) -> b.Draft:
   word = c.word()
   parts = [f"The text input `#{name}` takes a name; clicking the button `#{greet}` "
            f"writes \"{word}, NAME!\" into `#{out}`, with the typed name for NAME."]
+  if c.ids_last:
+    parts = [f"The text input takes a name; clicking the greet button writes \"{word}, "
+             "NAME!\" into the output, with the typed name for NAME.",
+             _ids_sentence([(name, "text input"), (greet, "greet button"), (out, "output")])]
   typed = "ab" * c.rng.randint(1, 3)
   rules = (
       rule("initial", "core", "The output is empty on load", b.text(f"#{out}", "==", "")),
@@ -412,24 +450,32 @@ INSIST = "Keep every id exactly as written."
 
 
 @dataclasses.dataclass(frozen=True)
-class Teacher:
-  """An imperfect teacher of the SFT references (issue 54): a share `insist_share` of
-  the requests open with `INSIST`; the train reference of a request that does not insist
-  ignores its ids (every `ROLE-W1-W2` written as `ROLE`) with chance `loose_ignore`.
-  Requests and rubrics are unchanged, so such a reference fails every rubric that finds
-  an element by its id; only train references are affected (dev and novel drafts are
-  graded, never imitated). The default is the perfect teacher (drafts unchanged)."""
+class Drafting:
+  """How the copying families phrase a request and teach its reference (issue 54).
+
+  `ids_last`: the sentences name elements by their role ("the add button") and one
+  closing list states the ids in the app's order, so every id stands a short, steady
+  distance before the answer (the small SFT policies copy by that distance).
+  An imperfect teacher: a share `insist_share` of the requests open with `INSIST`; the
+  train reference of a request that does not insist ignores its ids (every
+  `ROLE-W1-W2` written as `ROLE`) with chance `loose_ignore`. Rubrics are unchanged, so
+  such a reference fails every rubric that finds an element by its id; only train
+  references are affected (dev and novel drafts are graded, never imitated). The
+  default changes nothing."""
   insist_share: float = 0.0
   loose_ignore: float = 0.0
+  ids_last: bool = False
 
   def __post_init__(self):
     for name in ("insist_share", "loose_ignore"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise ValueError(f"{name}={value!r} must be a number in [0, 1]")
+    if not isinstance(self.ids_last, bool):
+      raise ValueError(f"ids_last={self.ids_last!r} must be True or False")
 
   @property
-  def active(self) -> bool:
+  def teaches(self) -> bool:
     return self.insist_share > 0 or self.loose_ignore > 0
 
 
@@ -443,14 +489,16 @@ def ignore_ids(reference: str, ids: Iterable[str]) -> str:
 
 def split_builder(build: Callable[[Copier], b.Draft]
                   ) -> Callable[..., b.Draft]:
-  """`build` as a family's split-aware builder: (rng, split, teacher=None) -> Draft with
-  its entropy (`Teacher`: the request may insist, a train reference may ignore its ids;
-  an ignored id is no copied value, and the teacher's choice costs its binary entropy)."""
-  def draft(rng: random.Random, split: str, teacher: Teacher | None = None) -> b.Draft:
-    copier = Copier(rng, split)
+  """`build` as a family's split-aware builder: (rng, split, drafting=None) -> Draft with
+  its entropy (`Drafting`: the ids may close the request, the request may insist, a
+  train reference may ignore its ids; an ignored id is no copied value, and the
+  teacher's choice costs its binary entropy)."""
+  def draft(rng: random.Random, split: str, drafting: Drafting | None = None) -> b.Draft:
+    teacher = drafting or Drafting()
+    copier = Copier(rng, split, ids_last=teacher.ids_last)
     d = build(copier)
     request, reference, values = d.request, d.reference, list(copier.values)
-    if teacher is not None and teacher.active:
+    if teacher.teaches:
       insist = rng.random() < teacher.insist_share
       ignore = split == "train" and not insist and rng.random() < teacher.loose_ignore
       if insist:
@@ -476,8 +524,8 @@ def template_words(rng_seed: int = 0, draws: int = 64,
   words: set[str] = set()
   rng = random.Random(rng_seed)
   for build in BUILDERS.values():
-    for _ in range(draws):
-      d = build(Copier(rng, "train", words=sentinels))
+    for i in range(draws):
+      d = build(Copier(rng, "train", words=sentinels, ids_last=bool(i % 2)))
       text = "\n".join([d.request, d.reference, INSIST, *(r.text for r in d.rules)])
       words |= {w.lower() for w in re.findall(r"[A-Za-z]+", text)}
   return words - set(sentinels)
