@@ -98,7 +98,9 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     config.init_from_hf = APPS_POLICY
     config.data.families = FAMILIES + ("echo_short_copy", "echo_label_copy")
     config.data.fresh.update(TEACHER if preset == "teacher" else TEACHER_LAST)
-    config.rl.max_prompt_len = 176  # the insisting sentence: 6 more tokens
+    # The insisting sentence: 6 more tokens; the closing list of ids: up to 20 more.
+    config.rl.max_prompt_len = 176 if preset == "teacher" else 208
+    config.sft.max_len = 448 if preset == "teacher" else 480
     config.sft.num_steps = 2000
     config.sft.optimizer.update(learning_rate=1e-3, warmup_steps=50)
     config.eval.every_sft_steps = 500
@@ -108,7 +110,7 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     # teacher_last SFT (ids last; half insist on them).
     config.data.families = FAMILIES + ("echo_short_copy", "echo_label_copy")
     config.data.fresh.update(TEACHER_LAST)
-    config.rl.max_prompt_len = 176
+    config.rl.max_prompt_len = 208
     config.sft.num_steps = 0
     # RL prompts need no SFT-sized pool; dev is the select's (the RL start's conditions
     # and the RL curve on the same 60 train-word and 30 novel-word requests), evaluated
