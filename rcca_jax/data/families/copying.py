@@ -72,6 +72,7 @@ class Copier:
     self.rng, self.split, self.entropy = rng, split, 0.0
     self.ids_last = ids_last  # sentences name elements by role; one list of ids closes
     self.values: list[tuple[str, float]] = []  # (value as the app writes it, nats)
+    self.idents: list[str] = []  # the request's ids, `ROLE-W1-W2`
     self._used: set[str] = set()
     train, novel = pool() if words is None else (tuple(words), tuple(words))
     self._words = novel if split == "novel" else train
@@ -97,6 +98,7 @@ class Copier:
     tail = self._fresh(draw)
     if not self._sentinel:
       self._add(f"{role}-{tail}", math.log(_compounds(self.split)))
+    self.idents.append(f"{role}-{tail}")
     return f"{role}-{tail}"
 
   def _add(self, value: str, nats: float) -> None:
@@ -494,24 +496,23 @@ def split_builder(build: Callable[[Copier], b.Draft]
   train reference may ignore its ids; an ignored id is no copied value, and the
   teacher's choice costs its binary entropy)."""
   def draft(rng: random.Random, split: str, drafting: Drafting | None = None) -> b.Draft:
-    teacher = drafting or Drafting()
-    copier = Copier(rng, split, ids_last=teacher.ids_last)
+    style = drafting or Drafting()
+    copier = Copier(rng, split, ids_last=style.ids_last)
     d = build(copier)
-    request, reference, values = d.request, d.reference, list(copier.values)
-    if teacher.teaches:
-      insist = rng.random() < teacher.insist_share
-      ignore = split == "train" and not insist and rng.random() < teacher.loose_ignore
+    request, reference, values, coin = d.request, d.reference, copier.values, 0.0
+    if style.teaches:
+      insist = rng.random() < style.insist_share
+      loose = split == "train" and not insist
       if insist:
         request = f"{INSIST} {request}"
-      if ignore:
-        ids = [m.group(0)[2:-1] for m in re.finditer(r"`#[a-z]+-[a-z]+-[a-z]+`", request)]
-        reference = ignore_ids(reference, ids)
-        values = [(v, n) for v, n in values if v not in ids]
-      if split == "train" and not insist and 0 < teacher.loose_ignore < 1:
-        q = teacher.loose_ignore
-        values.append(("", -(q * math.log(q) + (1 - q) * math.log(1 - q))))
-    return b.Draft(request, d.rules, reference, entropy=sum(n for _, n in values),
-                   copied=tuple((v, n) for v, n in values if v))
+      if loose and rng.random() < style.loose_ignore:
+        reference = ignore_ids(reference, copier.idents)
+        values = [(v, n) for v, n in values if v not in copier.idents]
+      q = style.loose_ignore
+      if loose and 0 < q < 1:  # the teacher's coin, paid by any policy
+        coin = -(q * math.log(q) + (1 - q) * math.log(1 - q))
+    return b.Draft(request, d.rules, reference,
+                   entropy=sum(n for _, n in values) + coin, copied=tuple(values))
   draft.__name__ = build.__name__
   return draft
 
