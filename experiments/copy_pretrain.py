@@ -77,9 +77,10 @@ def example(rng: random.Random, split: str, most: int, filler: int, labels: floa
 
 
 def framed(rng: random.Random, split: str, tokenizer: Any,
-           family: str = "echo_short_copy") -> Row:
-  """A family's SFT example (chat prompt, fenced HTML page) as a row."""
-  draft = FAMILIES[family].draft(rng, split)
+           family: str = "echo_short_copy", drafting: Any = None) -> Row:
+  """A family's SFT example (chat prompt, fenced HTML page) as a row (`drafting`: how
+  the request is phrased and its reference taught, `copying.Drafting`)."""
+  draft = FAMILIES[family].draft(rng, split, drafting)
   prompt, answer, targets = copy_metrics.copy_targets(tokenizer, draft)
   return (prompt + answer, [0] * len(prompt) + [1] * len(answer),
           [(kind, len(prompt) + i) for kind, i in targets if kind in KINDS])
@@ -172,11 +173,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="chance that a bare sequence's id carries a label to copy")
   parser.add_argument("--kv_heads", type=int, default=0,
                       help="key-value heads of a fresh model (0: natural_v2's)")
+  parser.add_argument("--hidden", type=int, default=0,
+                      help="width of a fresh model (0: natural_v2's; heads of dim 32)")
+  parser.add_argument("--layers", type=int, default=0,
+                      help="decoder layers of a fresh model (0: natural_v2's)")
+  parser.add_argument("--teacher_last", action="store_true",
+                      help="framed rows drafted as natural_v2.py:teacher_last's (ids last, "
+                           "the imperfect teacher; dev rows: ids last)")
   parser.add_argument("--every", type=int, default=100)
   parser.add_argument("--save_every", type=int, default=0,
                       help="also write --out every N steps (0: at the end only)")
   parser.add_argument("--keep_every", type=int, default=0,
                       help="also write OUT/step_N every N steps (snapshots to choose from)")
+  parser.add_argument("--canon", type=int, default=0,
+                      help="a canon convolution of this width before each attention "
+                           "(LlamaConfig.canon_kernel; added at zero to an --init without one)")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--json", default="", help="write the copy curve here")
   args = parser.parse_args(argv)
@@ -188,8 +199,20 @@ def main(argv: Sequence[str] | None = None) -> int:
   config = sections.model_config(job, tokenizer)
   if args.kv_heads:
     config = dataclasses.replace(config, num_key_value_heads=args.kv_heads)
+  if args.canon:
+    config = dataclasses.replace(config, canon_kernel=args.canon)
+  if args.hidden or args.layers:  # a size curve (issue 54): natural_small's shape rules
+    from experiments import natural_small  # pylint: disable=import-outside-toplevel
+    shape = natural_small.model_config(args.hidden or config.hidden_size,
+                                       args.layers or config.num_hidden_layers)
+    config = dataclasses.replace(
+        config, hidden_size=shape.hidden_size, intermediate_size=shape.intermediate_size,
+        num_hidden_layers=shape.num_hidden_layers,
+        num_attention_heads=shape.num_attention_heads, head_dim=0)
   if args.init:
     model = llama_checkpoint.load(args.init, attention_block_size=config.attention_block_size)
+    if args.canon and not model.config.canon_kernel:
+      model = llama_checkpoint.with_canon(model, args.canon)
     if model.config != config:
       raise ValueError(f"--init={args.init}: its model is not natural_v2's ({model.config})")
   else:
@@ -205,9 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          optax.adamw(schedule, weight_decay=0.0)),
                       wrt=nnx.Param)
   rng, dev_rng = random.Random(args.seed), random.Random(10_000 + args.seed)
+  drafting = copying.Drafting(**natural_v2.TEACHER_LAST) if args.teacher_last else None
   def row(r: random.Random, split: str, frame: bool) -> Row:
     if frame:
-      return framed(r, split, tokenizer, r.choice(framed_families))
+      return framed(r, split, tokenizer, r.choice(framed_families), drafting)
     request, divs, ids, labels = example(r, split, args.most, args.filler, args.labels)
     return encode(tokenizer, request, divs, ids, labels)
   dev = {name: [row(dev_rng, "dev", name == "framed") for _ in range(48)]

@@ -5,7 +5,7 @@ chosen one's parameters into the repository.
     python -m experiments.natural_v2_select W --steps=3000,4000,5000 [--json OUT]
         [--config=experiments/natural_v2.py:curriculum --set=init_from_hf=DIR]
     python -m experiments.natural_v2_select W --policy=HF_DIR [--config=...]
-    python -m experiments.natural_v2_select W --pack=4000 --out=DIR
+    python -m experiments.natural_v2_select W --pack=4000 --out=DIR [--canon=4]
 
 Per step, two evaluations (`python -m rcca_jax.main --mode=eval --checkpoint=sft:STEP`,
 8 samples per request at the RL temperature): the dev requests, and a dry sampling
@@ -123,15 +123,21 @@ def conditions(dev_dir: str, dry_dir: str, split: str = "") -> dict[str, Any]:
                         and share >= MIN_SIGNAL_SHARE)}
 
 
-def pack(workdir: str, step: int, out: str) -> None:
-  """Writes SFT checkpoint `step`'s parameters as a Hugging Face Llama directory."""
-  from experiments import natural_v2  # pylint: disable=import-outside-toplevel
+def pack(workdir: str, step: int, out: str, canon: int = 0) -> None:
+  """Writes SFT checkpoint `step`'s parameters as a Hugging Face Llama directory, with
+  a zero canon convolution of width `canon` added when > 0 (`llama_checkpoint.
+  with_canon`: the same policy, able to learn one in the SFT that starts from it)."""
+  import ml_collections  # pylint: disable=import-outside-toplevel
   from rcca_jax.models import llama_checkpoint  # pylint: disable=import-outside-toplevel
   from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
-  with trainer_lib.Trainer(natural_v2.get_config(), workdir, mode="eval") as trainer:
+  from rcca_jax.train import workdir_guard  # pylint: disable=import-outside-toplevel
+  # The run's own config: its model (or its init_from_hf's) is the checkpoint's shape.
+  with open(os.path.join(workdir, workdir_guard.CONFIG_FILE), encoding="utf-8") as f:
+    config = ml_collections.ConfigDict(json.load(f))
+  with trainer_lib.Trainer(config, workdir, mode="eval") as trainer:
     _, state = trainer.checkpoints.state_for(f"sft:{step}", trainer.programs.fresh_state)
     model = trainer.programs.fmodel.merge(state.params, state.model_state)
-    llama_checkpoint.write(model, out)
+    llama_checkpoint.write(llama_checkpoint.with_canon(model, canon) if canon else model, out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,9 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   p.add_argument("--json", default="", help="write the table as JSON here")
   p.add_argument("--pack", type=int, default=0, help="SFT step to pack")
   p.add_argument("--out", default="experiments/results/natural_v2/sft_policy")
+  p.add_argument("--canon", type=int, default=0,
+                 help="with --pack: add a zero canon convolution of this width")
   args = p.parse_args(argv)
   if args.pack:
-    pack(args.workdir, args.pack, args.out)
+    pack(args.workdir, args.pack, args.out, args.canon)
     print(f"SFT step {args.pack}: parameters written to {args.out}")
     return 0
   os.makedirs(args.workdir, exist_ok=True)

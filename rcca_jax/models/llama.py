@@ -25,9 +25,10 @@ import numpy as np
 from flax import nnx
 
 from rcca_jax.models import flash_attention
+from rcca_jax.models.kda_ops import causal_conv1d
 from rcca_jax.models.layers import MLP, Embed, Linear, RMSNorm
 from rcca_jax.models.llama_config import LlamaConfig, default_inv_freq, static_inv_freq
-from rcca_jax.parallel.partitioning import LOGICAL_AXES, constrain
+from rcca_jax.parallel.partitioning import LOGICAL_AXES, constrain, param
 
 _NEG = float(np.finfo(np.float32).min)
 
@@ -67,14 +68,19 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 @flax.struct.dataclass
 class KVCache:
   """Rotated keys and values of one layer: [B, kv_heads, S, head_dim] each, the layout
-  the decode step's attention reads without transposing the whole cache."""
+  the decode step's attention reads without transposing the whole cache; with
+  `canon_kernel`, `canon` [B, canon_kernel - 1, hidden] holds the last attention inputs
+  (oldest first) the canon convolution reads next."""
   keys: jax.Array
   values: jax.Array
+  canon: jax.Array | None = None
 
   @classmethod
   def zeros(cls, cfg: LlamaConfig, batch: int, max_len: int, dtype) -> "KVCache":
     shape = (batch, cfg.num_key_value_heads, max_len, cfg.head_dim)
-    return cls(keys=jnp.zeros(shape, dtype), values=jnp.zeros(shape, dtype))
+    canon = (jnp.zeros((batch, cfg.canon_kernel - 1, cfg.hidden_size), dtype)
+             if cfg.canon_kernel else None)
+    return cls(keys=jnp.zeros(shape, dtype), values=jnp.zeros(shape, dtype), canon=canon)
 
 
 @flax.struct.dataclass
@@ -174,7 +180,7 @@ class Attention(nnx.Module):
     allowed = causal[None] & slot_mask.astype(bool)[:, None, :]
     o = grouped_attention(q, keys[layer].astype(q.dtype), values[layer].astype(q.dtype),
                           allowed, self.cfg.head_dim ** -0.5, kv_layout="bksd")
-    return self._out(o), KVCache(keys, values)
+    return self._out(o), cache.replace(keys=keys, values=values)
 
 
 def segment_positions(segments: jax.Array) -> jax.Array:
@@ -197,15 +203,42 @@ def same_segment(segments: jax.Array) -> jax.Array:
           | (segments[:, :, None] == 0)) & (segments[:, None, :] > 0)
 
 
+def canon_mix(h: jax.Array, weight: jax.Array, segments: jax.Array | None) -> jax.Array:
+  """The canon convolution of attention inputs h [B, T, D]: at each position t,
+  sum_j weight[-1 - j] * h[t - j] over j < K (`weight` [K, D]) and the positions t - j of
+  t's own segment (`segments`: `attention_mask`, 0/1 or segment ids; None: one segment),
+  in float32, summed oldest first as the decode path's `causal_conv1d` sums them (so
+  the two give the same values)."""
+  width, t = weight.shape[0], h.shape[1]
+  h32, w32 = h.astype(jnp.float32), weight.astype(jnp.float32)
+  seg = None if segments is None else segments.astype(jnp.int32)
+
+  def back(j: int) -> jax.Array:  # h[t - j], 0 outside t's segment
+    if j == 0:
+      return h32
+    prev = jnp.pad(h32, ((0, 0), (j, 0), (0, 0)))[:, :t]
+    if seg is None:
+      return prev
+    prev_seg = jnp.pad(seg, ((0, 0), (j, 0)))[:, :t]
+    return jnp.where(((prev_seg == seg) & (prev_seg > 0))[..., None], prev, 0.0)
+
+  return sum(back(width - 1 - i) * w32[i] for i in range(width))
+
+
 # ---- the stack ------------------------------------------------------------------
 
 
 class DecoderLayer(nnx.Module):
-  """Pre-norm block: attention then SwiGLU MLP, each with a residual."""
+  """Pre-norm block: attention then SwiGLU MLP, each with a residual. With
+  `canon_kernel` K > 0 the attention input first gains a causal depthwise convolution
+  of the last K inputs (`canon_mix`; a "canon layer", Allen-Zhu 2025, zero at
+  initialization, so a Llama checkpoint loads into it unchanged)."""
 
   def __init__(self, cfg: LlamaConfig, *, rngs: nnx.Rngs):
     pd = jnp.dtype(cfg.param_dtype)
     self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, param_dtype=pd)
+    self.canon = (param(jnp.zeros((cfg.canon_kernel, cfg.hidden_size), pd),
+                        ("conv", "embed")) if cfg.canon_kernel else None)
     self.self_attn = Attention(cfg, rngs=rngs)
     self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps,
                                             param_dtype=pd)
@@ -215,8 +248,15 @@ class DecoderLayer(nnx.Module):
     """`state`: None (no cache), or every layer's `KVCache`, this one's `layer`."""
     h = self.input_layernorm(x)
     if state is None:
+      if self.canon is not None:
+        h = h + canon_mix(h, self.canon[...], mask).astype(h.dtype)
       h = self.self_attn(h, cos, sin, mask)
     else:
+      if self.canon is not None:
+        y, buffer = causal_conv1d(h, self.canon[...], state.canon[layer], mask)
+        h = h + y.astype(h.dtype)
+        state = state.replace(canon=state.canon.at[layer].set(
+            buffer.astype(state.canon.dtype)))
       h, state = self.self_attn.decode(h, cos, sin, state, layer, index, slot_mask)
     x = constrain(x + h, ("batch", "length", "act_embed"))
     x = constrain(x + self.mlp(self.post_attention_layernorm(x)),

@@ -37,6 +37,8 @@ def layer_names(cfg: LlamaConfig) -> list[tuple[Path, str, bool]]:
       names.append((("self_attn", proj, "bias"), f"self_attn.{proj}.bias", False))
   for proj in ("gate_proj", "up_proj", "down_proj"):
     names.append((("mlp", proj, "kernel"), f"mlp.{proj}.weight", True))
+  if cfg.canon_kernel:
+    names.append((("canon",), "canon.weight", False))  # [K, hidden], not transformers'
   return names
 
 
@@ -93,6 +95,23 @@ def load_params(model: LlamaForCausalLM, values: dict[Path, np.ndarray], *,
 
 def build_abstract(cfg: LlamaConfig) -> LlamaForCausalLM:
   return nnx.eval_shape(lambda: LlamaForCausalLM(cfg, rngs=nnx.Rngs(0)))
+
+
+def with_canon(model: LlamaForCausalLM, kernel: int) -> LlamaForCausalLM:
+  """`model` with a zero canon convolution of width `kernel` (`LlamaConfig.canon_kernel`)
+  before every attention: the same function (the convolution adds exact zeros), now
+  able to learn one."""
+  if model.config.canon_kernel:
+    raise ValueError(f"the model has a canon convolution already "
+                     f"(canon_kernel={model.config.canon_kernel})")
+  cfg = model.config.replace(canon_kernel=kernel)
+  values = {path: np.asarray(jax.device_get(var[...]))
+            for path, var in safetensors_io.flat_state(model).items()}
+  values[("layers", "canon")] = np.zeros((cfg.num_hidden_layers, kernel, cfg.hidden_size),
+                                         jnp.dtype(cfg.param_dtype))
+  out = build_abstract(cfg)
+  load_params(out, values, missing=[], unknown=[], source="with_canon")
+  return out
 
 
 def load(path: str, dtype=jnp.float32, **config_overrides) -> LlamaForCausalLM:

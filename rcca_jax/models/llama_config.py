@@ -43,6 +43,10 @@ class LlamaConfig:
   pad_token_id: int | None = None
   bos_token_id: int | None = None
   eos_token_id: int | list[int] | None = None
+  # A residual causal depthwise convolution of this width over each attention input
+  # (`llama.canon_mix`), zero at initialization; 0: none (transformers' Llama). Not a
+  # transformers field: checkpoints with it load here only.
+  canon_kernel: int = 0
   # JAX-side options.
   dtype: str = "float32"  # Compute dtype ("float32" or "bfloat16").
   param_dtype: str = "float32"
@@ -88,6 +92,8 @@ class LlamaConfig:
                       "(qkv_bias must equal o_bias)")
     if self.model_type == "mistral" and (self.qkv_bias or self.o_bias):
       problems.append("mistral has no attention biases")
+    if self.canon_kernel < 0 or self.canon_kernel == 1:
+      problems.append(f"canon_kernel={self.canon_kernel} must be 0 (none) or >= 2")
     if self.dtype not in ("float32", "bfloat16") or self.param_dtype not in (
         "float32", "bfloat16"):
       problems.append("dtype and param_dtype must be 'float32' or 'bfloat16'")
@@ -153,7 +159,8 @@ class LlamaConfig:
   def to_hf_config(self) -> dict[str, Any]:
     """A config.json dictionary that transformers' Auto classes load."""
     out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-           if f.name not in RUNTIME_FIELDS + ("qkv_bias", "o_bias", "rope_parameters")}
+           if f.name not in RUNTIME_FIELDS + ("qkv_bias", "o_bias", "rope_parameters")
+           and not (f.name == "canon_kernel" and not self.canon_kernel)}
     if self.model_type == "llama":
       out["attention_bias"] = self.qkv_bias
       out["mlp_bias"] = False
