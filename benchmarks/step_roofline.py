@@ -48,13 +48,21 @@ from flax import nnx
 
 from rcca_jax.models import families
 from rcca_jax.rl import logprobs as logprobs_lib
-from rcca_jax.rl import objective as objective_lib
 from rcca_jax.rl import optim
 from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
 from rcca_jax.sampling import generate
 from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import sections
+
+# The GRPO objective, where this tree keeps it (`--baseline` runs this script on older
+# trees: before house order 4 the loss configs were in rl/losses.py and the objective
+# in rl/objectives.py).
+try:
+  from rcca_jax.rl.objective import LossConfig, PolicyObjective
+except ImportError:
+  from rcca_jax.rl.losses import LossConfig  # type: ignore[no-redef]
+  from rcca_jax.rl.objectives import PolicyObjective  # type: ignore[no-redef]
 
 # A natural_v2 RL round (2 prompts x 8 samples) sampled by its stage-2 policy (mix1):
 # (prompt, response) tokens per row; its longest row is 315 tokens (12 rounds: 186-385,
@@ -120,6 +128,10 @@ def trainer_rl_batch(job: Any, lengths: list[tuple[int, int]], max_len: int, voc
         logprobs=-rng.uniform(0.0, 2.0, n).astype(np.float32), text="",
         offsets=np.zeros((n, 2), np.int64), record={"reward": float(rng.uniform())},
         wbar=np.ones(n, np.float32)))
+  if not hasattr(rollouts_lib, "group_advantages"):  # an older tree: rows of max_len
+    batch, _ = rollouts_lib.rl_batch(items, group_size=job.rl.group_size,
+                                     max_len=max_len, pad_id=0)
+    return {k: jnp.asarray(v) for k, v in batch.items()}
   advantages = rollouts_lib.group_advantages(items, job.rl.group_size)
   bucket = getattr(job.rl, "length_bucket", 0)
   extra = {"length_bucket": bucket} if bucket else {}
@@ -218,8 +230,7 @@ def main(argv: list[str] | None = None) -> int:
   # RL: the log-prob pass (old log-probs; the reference pass is the same program) and
   # the GRPO update, on full rows and on the trainer's batch of natural_v2 rollouts.
   logp = jax.jit(logprobs_lib.make_logprob_fn(fmodel))
-  objective = train_step.PolicyObjective(objective_lib.LossConfig(policy_loss="grpo"),
-                                         group_size=8)
+  objective = PolicyObjective(LossConfig(policy_loss="grpo"), group_size=8)
   rl_step = jax.jit(train_step.make_train_step(fmodel, objective, opt,
                                                train_step.StepConfig()))
 
