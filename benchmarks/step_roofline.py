@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/step_roofline.py [--config experiments/natural_v2.py:pilot]
         [--batch 8] [--length 448] [--rl_rows 16] [--prompt 96] [--new 256] [--reps 3]
-        [--rl_max_len N] [--rl_lengths P:R,P:R,...] [--json OUT] [--baseline REF]
+        [--rl_max_len N] [--rl_lengths P:R,P:R,...] [--policy HF_DIR [--rounds 6]]
+        [--json OUT] [--baseline REF]
 
 For one config's model it times, in one process: the measured peak (a jitted float32
 matmul of the model's own MLP shape, [batch x length, hidden] @ [hidden, intermediate],
@@ -14,7 +15,11 @@ rows of `prompt + new` tokens (the programs' own rate), and the same two on the 
 the trainer builds from rollouts of `rl_lengths` (prompt:response tokens per row,
 default a natural_v2 RL round sampled by its stage-2 policy) with `rl_max_len`
 (`rl.max_prompt_len + rl.max_new_tokens`) and the config's `rl.length_bucket` (rows
-padded to `rl_max_len` in a tree without it).
+padded to `rl_max_len` in a tree without it). With `--policy`, also the time per RL
+sampling round of that policy (natural_v2's: 2 requests x 8 samples, 320 new tokens at
+most, rows ending at the policy's end token), the same prompts and seeds in every tree:
+where finished rows and empty cache slots cost, the fixed-length decode line does not
+show it.
 
 One line per phase: tokens computed (rows x padded length), XLA's flop count of the
 compiled program (cost analysis: it counts the body of a `lax.scan`, the layer stack,
@@ -33,6 +38,7 @@ import argparse
 import importlib
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -47,6 +53,7 @@ import numpy as np
 from flax import nnx
 
 from rcca_jax.models import families
+from rcca_jax.models import llama_checkpoint
 from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import optim
 from rcca_jax.rl import sft as sft_lib
@@ -140,6 +147,28 @@ def trainer_rl_batch(job: Any, lengths: list[tuple[int, int]], max_len: int, voc
   return {k: jnp.asarray(v) for k, v in batch.items()}
 
 
+def natural_v2_rounds(path: str, rounds: int) -> None:
+  """Writes `rounds` natural_v2 RL sampling rounds (2 train requests of its five
+  families x 8, the chat prompt's tokens) to `path` as JSON, so that every tree samples
+  the same prompts (older trees lack the families)."""
+  from experiments import natural_v2  # pylint: disable=import-outside-toplevel
+  from rcca_jax.data import chat  # pylint: disable=import-outside-toplevel
+  from rcca_jax.data.families import FAMILIES  # pylint: disable=import-outside-toplevel
+  job = sections.job_config(natural_v2.get_config("rl"))
+  tokenizer = sections.load_tokenizer(job.data.tokenizer)
+  rng, out = np.random.default_rng(0), []
+  for _ in range(rounds):
+    prompts = []
+    for _ in range(2):
+      family = FAMILIES[job.data.families[rng.integers(len(job.data.families))]]
+      draft = family.draft(random.Random(int(rng.integers(1 << 30))), "train")
+      prompts += [chat.format_prompt(tokenizer, draft.request)] * 8
+    out.append(prompts)
+  with open(path, "w") as f:
+    json.dump(dict(eos_id=tokenizer.eos_token_id, max_new_tokens=job.rl.max_new_tokens,
+                   rounds=out), f)
+
+
 def sft_batch(rng: np.random.Generator, rows: int, length: int, vocab: int,
               prompt: int) -> dict[str, Any]:
   ids = rng.integers(3, vocab, (rows, length)).astype(np.int32)
@@ -165,6 +194,13 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--rl_lengths", default="",
                       help="prompt:response tokens of each trainer RL row, comma-separated "
                            "(default: a natural_v2 round, NATURAL_V2_ROUND)")
+  parser.add_argument("--policy", default="",
+                      help="a Hugging Face Llama policy (natural_v2_select --pack): also "
+                           "time its RL sampling rounds (`--rounds` natural_v2 rounds of "
+                           "16 samples, its end token ending rows)")
+  parser.add_argument("--rounds", type=int, default=6)
+  parser.add_argument("--rounds_file", default="",
+                      help="the rounds' prompts (JSON, `natural_v2_rounds`; default: drawn)")
   parser.add_argument("--json", default="")
   parser.add_argument("--baseline", default="",
                       help="a commit: time the same phases there (a git worktree), "
@@ -228,6 +264,32 @@ def main(argv: list[str] | None = None) -> int:
          2.0 * n_matmul * decode_tokens + attn_per_key * args.rl_rows * keys,
          full - one, peak)
 
+  # A policy's RL sampling rounds: prefill and decode as RL runs them, rows ending at
+  # the policy's end token (the time per round; tokens are those sampled).
+  rounds_sampled = []
+  if args.policy:
+    if not args.rounds_file:
+      args.rounds_file = os.path.join(tempfile.mkdtemp(), "rounds.json")
+      natural_v2_rounds(args.rounds_file, args.rounds)
+    with open(args.rounds_file) as f:
+      spec = json.load(f)
+    policy = llama_checkpoint.load(args.policy)
+    def sample_rounds():
+      return [generate(policy, prompts, max_new_tokens=spec["max_new_tokens"],
+                       temperature=1.0, seed=seed, eos_ids=[spec["eos_id"]])
+              for seed, prompts in enumerate(spec["rounds"])]
+    sample_rounds()  # every shape compiled
+    outs = sample_rounds()
+    seconds = median_seconds(sample_rounds, args.reps)
+    rounds_sampled = [o.tokens.tolist() for o in outs]
+    new = [int(n) for o in outs for n in o.lengths]
+    prompt_lens = [len(p) for r in spec["rounds"] for p in r]
+    estimate = sum(2.0 * (n_matmul - head) * p + 2.0 * n_matmul * n
+                   + attn_per_key * sum(p + i for i in range(1, n + 1))
+                   for p, n in zip(prompt_lens, new))
+    report(f"sampling a round ({len(spec['rounds'])})", sum(new) // len(outs), 0.0,
+           estimate / len(outs), seconds / len(outs), peak)
+
   # RL: the log-prob pass (old log-probs; the reference pass is the same program) and
   # the GRPO update, on full rows and on the trainer's batch of natural_v2 rollouts.
   logp = jax.jit(logprobs_lib.make_logprob_fn(fmodel))
@@ -278,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.json, "w") as f:
       json.dump(dict(config=args.config, params=n_params, peak_gflops=peak,
                      peak_logits_gflops=peak_logits, phases=rows,
-                     sampled_tokens=tokens_sampled.tolist()), f, indent=1)
+                     sampled_tokens=tokens_sampled.tolist(),
+                     rounds_sampled=rounds_sampled), f, indent=1)
   return 0
 
 
@@ -290,6 +353,9 @@ def compare(args: argparse.Namespace) -> int:
   base = tempfile.mkdtemp(prefix="roofline_base_")
   subprocess.run(["git", "-C", repo, "worktree", "add", "--detach", base, args.baseline],
                  check=True, capture_output=True)
+  if args.policy and not args.rounds_file:  # drawn here: older trees lack the families
+    args.rounds_file = os.path.join(base, "rounds.json")
+    natural_v2_rounds(args.rounds_file, args.rounds)
   own = [f"--{name}={value}" for name, value in vars(args).items()
          if name not in ("baseline", "json")]
   script = os.path.abspath(__file__)
@@ -315,6 +381,11 @@ def compare(args: argparse.Namespace) -> int:
   a = np.asarray(runs["baseline"][0]["sampled_tokens"])
   b = np.asarray(runs["this"][0]["sampled_tokens"])
   print(f"fixed-seed samples: {int((a == b).all(axis=1).sum())} of {len(a)} rows identical")
+  if args.policy:
+    pairs = [(np.asarray(x), np.asarray(y)) for x, y in
+             zip(runs["baseline"][0]["rounds_sampled"], runs["this"][0]["rounds_sampled"])]
+    same = sum(int((x == y).all(axis=1).sum()) for x, y in pairs)
+    print(f"the policy's rounds: {same} of {sum(len(x) for x, _ in pairs)} rows identical")
   if args.json:
     with open(args.json, "w") as f:
       json.dump(dict(baseline=args.baseline, runs=runs), f)

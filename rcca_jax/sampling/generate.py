@@ -9,8 +9,10 @@ fixed-size chunks (the KDA layers use their chunked form for chunks of at least
 recurrent states, the MLA compressed latent and rotated rope key) and stops when every
 row has emitted an end token or `max_new_tokens` are done; once half the rows or more
 have finished, the rows still decoding move to a batch of half the size (or less) and
-the loop goes on there, so finished rows stop costing (without a mesh). The cache is
-donated from each jitted call to the next, so it is updated in place.
+the loop goes on there, so finished rows stop costing (without a mesh). The cache starts
+with room for `grow` new tokens and gains `grow` slots each time the rows reach its end,
+so attention reads the slots written so far, not the longest possible sample's. The
+cache is donated from each jitted call to the next, so it is updated in place.
 
 Shapes are bucketed (batch, prompt length, new tokens) so that a run recompiles only
 when a bucket changes; temperature, top-p, top-k, the seed and the end tokens are
@@ -39,6 +41,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from rcca_jax.parallel import partitioning
 
 PREFILL_CHUNK = 256  # Prompt tokens per prefill call (bounds activation memory).
+GROW = 64  # Cache slots for new tokens allocated at a time (see `generate`).
 
 GREEDY, SAMPLE, FILTERED = "greedy", "sample", "filtered"
 
@@ -307,6 +310,20 @@ def _take_rows(cache, picked):
                           for name, axis in _CACHE_ROW_AXES.items()})
 
 
+@functools.partial(jax.jit, static_argnames=("graphdef", "max_len", "mesh"))
+def _grow_cache(graphdef, params, cache, *, max_len: int, mesh: Mesh | None):
+  """`cache` with `max_len` slots: every state with a slot axis copied to the front of
+  an empty one of the new length (slots fill from 0, so the new ones are free); states
+  without one (an index, recurrent states) kept."""
+  model = nnx.merge(graphdef.graphdef, params)
+  empty = model.init_cache(cache.slot_mask.shape[0], max_len)
+  def grow(old, new):
+    if old.shape == new.shape:
+      return old
+    return jax.lax.dynamic_update_slice(new, old.astype(new.dtype), (0,) * old.ndim)
+  return _constrain_cache(jax.tree.map(grow, cache, empty), mesh)
+
+
 # ---- public entry points --------------------------------------------------------
 
 
@@ -373,44 +390,57 @@ def _left_pad(prompts: Sequence[Sequence[int]], rows: int, length: int,
 def _decode_compacting(graphdef, params, cache, last, row_keys, finished, rows: int,
                        max_new_tokens: int, temperature: float, top_p: float, top_k: int,
                        eos: np.ndarray, pad_id: int, buffer_len: int, mesh: Mesh | None,
-                       compact: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """Runs `_decode`; with `compact` and no mesh, each time the active rows fit a batch
-  bucket half the size or less, moves them (cache, last token, keys) to that smaller batch and goes
-  on, so finished rows stop costing. Row r's tokens depend only on (seed, r, step) and
-  its own state, so they are the same either way (log-probs to float32 rounding: XLA
-  may sum a smaller batch's matmuls in another order). Host arrays [rows, buffer_len]."""
+                       compact: bool, prefill_len: int,
+                       grow: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Runs `_decode`, in segments:
+  - with `compact` and no mesh, each time the active rows fit a batch bucket half the
+    size or less, moves them (cache, last token, keys) to that smaller batch, so
+    finished rows stop costing;
+  - with `grow`, the cache holds `grow` slots more than the prompt at first and gains
+    `grow` more each time the rows reach its end, so each token attends over the slots
+    written so far (rounded up to `grow`), not over the longest possible sample.
+  Row r's tokens depend only on (seed, r, step) and its own state, so they are the same
+  either way (log-probs to float32 rounding: XLA may sum a smaller batch's matmuls, or a
+  shorter cache's softmax, in another order). Host arrays [rows, buffer_len]."""
   tokens = np.full((rows, buffer_len), pad_id, np.int32)
   logprobs = np.zeros((rows, buffer_len), np.float32)
   lengths = np.zeros((rows,), np.int32)
   mode = _sampling_mode(temperature, top_p, top_k)
-  scalars = (jnp.int32(max_new_tokens), jnp.float32(temperature or 1.0),
-             jnp.float32(top_p), jnp.int32(top_k), jnp.asarray(eos), jnp.int32(pad_id))
+  scalars = (jnp.float32(temperature or 1.0), jnp.float32(top_p), jnp.int32(top_k),
+             jnp.asarray(eos), jnp.int32(pad_id))
   ids = np.arange(rows)  # original row of each row of the current batch
   start, done = 0, finished
   while True:
     stop_below = len(ids) // 2 if compact and mesh is None and len(ids) > 1 else -1
+    room = cache.slot_mask.shape[1] - prefill_len  # new tokens the cache holds
     t, lp, n, cache, step, last, done = _decode(
         graphdef, params, cache, last, row_keys, done, jnp.int32(start),
-        jnp.int32(stop_below), *scalars, mode=mode, buffer_len=buffer_len, mesh=mesh)
+        jnp.int32(stop_below), jnp.int32(min(max_new_tokens, room)), *scalars, mode=mode,
+        buffer_len=buffer_len, mesh=mesh)
     t, lp, n, step, done = jax.device_get((t, lp, n, step, done))
     tokens[ids, start:step], logprobs[ids, start:step] = t[:, start:step], lp[:, start:step]
     lengths[ids] += n
     active = np.flatnonzero(~done)
     if step >= max_new_tokens or not len(active):
       return tokens, logprobs, lengths
-    size = batch_bucket(len(active))
-    picked = np.concatenate([active, np.flatnonzero(done)[:size - len(active)]])
-    cache = _take_rows(cache, jnp.asarray(picked))
-    last, row_keys = jnp.take(last, picked, axis=0), jnp.take(row_keys, picked, axis=0)
-    done = np.arange(size) >= len(active)  # the filler rows take no part
-    ids, start = ids[picked], int(step)
+    if len(active) <= stop_below:
+      size = batch_bucket(len(active))
+      picked = np.concatenate([active, np.flatnonzero(done)[:size - len(active)]])
+      cache = _take_rows(cache, jnp.asarray(picked))
+      last, row_keys = jnp.take(last, picked, axis=0), jnp.take(row_keys, picked, axis=0)
+      done = np.arange(size) >= len(active)  # the filler rows take no part
+      ids = ids[picked]
+    if step >= room:
+      cache = _grow_cache(graphdef, params, cache, mesh=mesh,
+                          max_len=prefill_len + min(buffer_len, room + grow))
+    start = int(step)
 
 
 def generate(model: nnx.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
              temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, seed: int = 0,
              eos_ids: Sequence[int] = (), pad_id: int | None = None,
              mesh: Mesh | None = None, prefill_chunk: int = PREFILL_CHUNK,
-             compact: bool = True) -> SampleOutput:
+             compact: bool = True, grow: int = GROW) -> SampleOutput:
   """Samples a continuation of every prompt (see the module docstring).
 
   Args:
@@ -428,6 +458,10 @@ def generate(model: nnx.Module, prompts: Sequence[Sequence[int]], *, max_new_tok
     compact: move the rows still decoding to a smaller batch once half or more have
       finished (without a mesh; the same tokens, log-probs to float32 rounding, fewer
       rows computed).
+    grow: cache slots for new tokens allocated at a time (0: all `max_new_tokens`, bucketed,
+      at once); attention reads the allocated slots, so a smaller `grow` reads fewer
+      empty ones at the cost of one more compiled program per cache length (the same
+      tokens, log-probs to float32 rounding).
 
   Returns:
     `SampleOutput` with tokens/logprobs [len(prompts), max_new_tokens] and lengths.
@@ -456,14 +490,15 @@ def generate(model: nnx.Module, prompts: Sequence[Sequence[int]], *, max_new_tok
     ids, mask, last, finished, row_keys = (jax.device_put(x, rows_sharding)
                                            for x in (ids, mask, last, finished, row_keys))
   with _on_mesh(mesh):
-    cache = _init_cache(graphdef, params, batch=rows, max_len=prefill_len + buffer_len,
+    room = min(buffer_len, grow) if grow > 0 else buffer_len
+    cache = _init_cache(graphdef, params, batch=rows, max_len=prefill_len + room,
                         mesh=mesh)
     for start in range(0, prefill_len, chunk):
       cache = _prefill_chunk(graphdef, params, cache, ids[:, start:start + chunk],
                              mask[:, start:start + chunk], mesh=mesh)
     out = _decode_compacting(graphdef, params, cache, last, row_keys, finished, rows,
                              max_new_tokens, temperature, top_p, top_k, eos, pad_id,
-                             buffer_len, mesh, compact)
+                             buffer_len, mesh, compact, prefill_len, grow)
   tokens, logprobs, lengths = out
   return SampleOutput(tokens=np.asarray(tokens[:batch, :max_new_tokens], np.int32),
                       logprobs=np.asarray(logprobs[:batch, :max_new_tokens], np.float32),

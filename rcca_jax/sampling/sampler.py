@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 from flax import nnx
 from jax.sharding import Mesh
 
-from rcca_jax.sampling.generate import PREFILL_CHUNK, SampleOutput, generate
+from rcca_jax.sampling.generate import GROW, PREFILL_CHUNK, SampleOutput, generate
 
 
 @runtime_checkable
@@ -49,11 +49,13 @@ class JaxSampler:
   """In-process `Sampler` running `generate` on a `LingForCausalLM`."""
 
   def __init__(self, model: nnx.Module, *, mesh: Mesh | None = None,
-               pad_id: int | None = None, prefill_chunk: int = PREFILL_CHUNK):
+               pad_id: int | None = None, prefill_chunk: int = PREFILL_CHUNK,
+               grow: int = GROW):
     self.model = model
     self.mesh = mesh
     self.pad_id = pad_id
     self.prefill_chunk = prefill_chunk
+    self.grow = grow
 
   def update_weights(self, model: nnx.Module) -> None:
     self.model = model
@@ -67,4 +69,4 @@ class JaxSampler:
     return generate(self.model, rows, max_new_tokens=max_new_tokens,
                     temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                     eos_ids=eos_ids, pad_id=self.pad_id, mesh=self.mesh,
-                    prefill_chunk=self.prefill_chunk)
+                    prefill_chunk=self.prefill_chunk, grow=self.grow)

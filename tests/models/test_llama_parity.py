@@ -144,12 +144,15 @@ class GenerateTest(parameterized.TestCase):
     model = load_family(hf)
     rng = np.random.default_rng(4)
     prompts = [rng.integers(3, hf.config.vocab_size, size=n).tolist() for n in (5, 11, 2)]
-    out = generate(model, prompts, max_new_tokens=12, temperature=0.0, prefill_chunk=4)
+    # grow=4: the cache gains 4 slots at a time (3 times over 12 new tokens).
+    outs = [generate(model, prompts, max_new_tokens=12, temperature=0.0, prefill_chunk=4,
+                     grow=grow) for grow in (0, 4)]
     for i, prompt in enumerate(prompts):
       with torch.no_grad():
         ref = hf.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False,
                           eos_token_id=None, pad_token_id=0)[0, len(prompt):].numpy()
-      np.testing.assert_array_equal(out.tokens[i], ref)
+      for out in outs:
+        np.testing.assert_array_equal(out.tokens[i], ref)
 
   def test_sampled_logprobs_equal_the_trainers_forward(self):
     hf = make_hf_llama("qwen2", seed=5)

@@ -223,6 +223,24 @@ class SamplingTest(parameterized.TestCase):
       np.testing.assert_allclose(compact.logprobs, kept.logprobs, rtol=1e-5, atol=1e-5)
       np.testing.assert_array_equal(compact.lengths, kept.lengths)
 
+  def test_growing_the_cache_changes_no_token(self):
+    # grow=8: the cache gains 8 slots at a time (twice or more over 24 new tokens) while
+    # rows compact as they end, against all 32 slots at once. The slots not yet grown
+    # held masked scores whose softmax weight is exactly 0; a shorter row of scores may
+    # still be summed in another order: log-probs to float32 rounding (bound as above),
+    # tokens exactly.
+    prompts = prompts_for(21, (5, 9, 3, 7, 4, 8, 6, 2), self.vocab)
+    free = generate(self.model, prompts, max_new_tokens=24, temperature=1.0, seed=3)
+    eos = tuple({int(t) for t in free.tokens[:, 16:24].ravel()[::13]})
+    for temperature in (1.0, 0.0):
+      whole, grown = (generate(self.model, prompts, max_new_tokens=24, eos_ids=eos,
+                               temperature=temperature, seed=3, pad_id=0, grow=g)
+                      for g in (0, 8))
+      self.assertGreater(int(whole.lengths.max()), 16)  # grew twice at least
+      np.testing.assert_array_equal(grown.tokens, whole.tokens)
+      np.testing.assert_allclose(grown.logprobs, whole.logprobs, rtol=1e-5, atol=1e-5)
+      np.testing.assert_array_equal(grown.lengths, whole.lengths)
+
   def test_max_new_tokens_smaller_than_bucket(self):
     out = generate(self.model, self.prompts, max_new_tokens=10, temperature=0.0)
     full = generate(self.model, self.prompts, max_new_tokens=14, temperature=0.0)

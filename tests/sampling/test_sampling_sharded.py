@@ -1,5 +1,5 @@
-"""`generate` on a (data, fsdp, expert, tensor) mesh of 8 fake CPU devices matches the
-single-device result.
+"""`generate` on a (data, fsdp, expert, tensor) mesh of 8 fake CPU devices, its cache
+grown as it goes, matches the single-device result.
 
 JAX fixes its device count when it initialises, so the test runs this file as a child
 process, which sets XLA_FLAGS at the very top, before importing jax (setting it from
@@ -46,7 +46,8 @@ def child() -> None:
 
   mesh = make_mesh("data:2,fsdp:2,expert:1,tensor:2")
   shard_module(model, mesh)
-  sharded = JaxSampler(model, mesh=mesh).sample(prompts, **kwargs)
+  # On the mesh the cache also grows (4 slots at a time, twice over 12 new tokens).
+  sharded = JaxSampler(model, mesh=mesh, grow=4).sample(prompts, **kwargs)
   cache = init_cache(model, 8, 16, mesh=mesh)
   kda_state = cache.prefix[0].recurrent  # Unrolled layer 0: [B, H, K, V].
   mla_latent = cache.groups[1].latent  # Stacked over groups: [G, B, S, C].

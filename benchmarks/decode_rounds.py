@@ -1,13 +1,19 @@
-"""Sampling with finished rows moved out of the batch against sampling without (issue 50).
+"""RL sampling rounds with one decode option off and on (issue 50).
 
-    .venv/bin/python benchmarks/decode_compaction.py --policy HF_DIR [--rounds 6]
+    .venv/bin/python benchmarks/decode_rounds.py --policy HF_DIR [--vary compact|grow]
+        [--rounds 6]
 
 RL sampling rounds as natural_v2's RL step draws them (2 requests of its curriculum
-families x 8 samples, 320 new tokens at most, temperature 1, the policy's end token):
-`generate(..., compact=False)` and `compact=True` on the same rounds and seeds, every
-shape compiled first, then alternated. Prints seconds per pass of `rounds` rounds for
-each, the speed-up, whether the tokens agree and the rounds' response lengths (the gain
-grows with their spread: a batch pays for its longest row). `--policy` is a Hugging Face
+families x 8 samples, 320 new tokens at most, temperature 1, the policy's end token),
+sampled with the option `--vary` names off and on, the same rounds and seeds, every
+shape compiled first, then alternated:
+- `compact`: finished rows moved out of the batch (`generate(..., compact=False)`
+  against `compact=True`; the gain grows with the spread of a round's lengths: a batch
+  pays for its longest row);
+- `grow`: the cache grown 64 slots at a time (`grow=0`, all 512 new-token slots at once,
+  against `grow=64`; the gain grows with the slots a round leaves empty).
+Prints seconds per pass of `rounds` rounds for each, the speed-up, whether the tokens
+agree and the rounds' response lengths. `--policy` is a Hugging Face
 Llama directory (a packed SFT policy: `experiments/natural_v2_select.py --pack`);
 without one the untrained model of natural_v2 samples until `max_new_tokens` and
 nothing is saved.
@@ -41,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--policy", default="")
   parser.add_argument("--rounds", type=int, default=6)
   parser.add_argument("--reps", type=int, default=2)
+  parser.add_argument("--vary", choices=("compact", "grow"), default="compact")
   args = parser.parse_args(argv)
   from experiments import natural_v2  # pylint: disable=import-outside-toplevel
   job = sections.job_config(natural_v2.get_config("curriculum"))
@@ -56,25 +63,27 @@ def main(argv: list[str] | None = None) -> int:
       prompts += [chat.format_prompt(tokenizer, draft.request)] * 8
     rounds.append(prompts)
 
-  def run(compact: bool) -> tuple[float, list]:
+  options = {"compact": ({"compact": False, "grow": 0}, {"compact": True, "grow": 0}),
+             "grow": ({"compact": True, "grow": 0}, {"compact": True, "grow": 64})}
+  def run(on: bool) -> tuple[float, list]:
     t0, outs = time.perf_counter(), []
     for seed, prompts in enumerate(rounds):
       outs.append(generate(model, prompts, max_new_tokens=320, temperature=1.0, seed=seed,
-                           eos_ids=[tokenizer.eos_token_id], compact=compact))
+                           eos_ids=[tokenizer.eos_token_id], **options[args.vary][on]))
     return time.perf_counter() - t0, outs
 
-  for compact in (False, True, True):  # every shape compiled
-    run(compact)
+  for on in (False, True, True):  # every shape compiled
+    run(on)
   seconds: dict[bool, list[float]] = {False: [], True: []}
   outs = {}
   for _ in range(args.reps):
-    for compact in (False, True):
-      t, outs[compact] = run(compact)
-      seconds[compact].append(t)
-  plain, compacted = (statistics.median(seconds[c]) for c in (False, True))
+    for on in (False, True):
+      t, outs[on] = run(on)
+      seconds[on].append(t)
+  off_s, on_s = (statistics.median(seconds[c]) for c in (False, True))
   same = all(np.array_equal(a.tokens, b.tokens) for a, b in zip(outs[False], outs[True]))
-  print(f"{args.rounds} rounds of 16 samples: {plain:.2f} s without compaction, "
-        f"{compacted:.2f} s with, speed-up {plain / compacted:.2f}x; same tokens: {same}")
+  print(f"{args.rounds} rounds of 16 samples: {off_s:.2f} s without {args.vary}, "
+        f"{on_s:.2f} s with, speed-up {off_s / on_s:.2f}x; same tokens: {same}")
   print("response lengths per round:",
         [sorted(set(o.lengths.tolist())) for o in outs[False]])
   return 0
