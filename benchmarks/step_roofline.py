@@ -149,7 +149,7 @@ def trainer_rl_batch(job: Any, lengths: list[tuple[int, int]], max_len: int, voc
 
 def natural_v2_rounds(path: str, rounds: int) -> None:
   """Writes `rounds` natural_v2 RL sampling rounds (2 train requests of its five
-  families x 8, the chat prompt's tokens) to `path` as JSON, so that every tree samples
+  families x 8, drafted as its `rl` preset drafts them, the chat prompt's tokens) to `path` as JSON, so that every tree samples
   the same prompts (older trees lack the families)."""
   from experiments import natural_v2  # pylint: disable=import-outside-toplevel
   from rcca_jax.data import chat  # pylint: disable=import-outside-toplevel
@@ -161,7 +161,8 @@ def natural_v2_rounds(path: str, rounds: int) -> None:
     prompts = []
     for _ in range(2):
       family = FAMILIES[job.data.families[rng.integers(len(job.data.families))]]
-      draft = family.draft(random.Random(int(rng.integers(1 << 30))), "train")
+      draft = family.draft(random.Random(int(rng.integers(1 << 30))), "train",
+                           job.data.fresh.drafting)
       prompts += [chat.format_prompt(tokenizer, draft.request)] * 8
     out.append(prompts)
   with open(path, "w") as f:

@@ -148,12 +148,13 @@ def batch_bucket(batch: int, shards: int = 1) -> int:
 
 
 def prompt_bucket(length: int, chunk: int) -> int:
-  """Padded prefill length: 0 for nothing, else a power of two (at least 8) up to
-  `chunk`, then multiples of `chunk`."""
+  """Padded prefill length: 0 for nothing, else a power of two (at least 8) up to 64,
+  multiples of 64 up to `chunk`, then multiples of `chunk` (every decoded token attends
+  over the padding too, so the steps above 64 stay small)."""
   if length == 0:
     return 0
   if length <= chunk:
-    return min(max(8, _next_pow2(length)), chunk)
+    return min(max(8, _next_pow2(length)) if length <= 64 else _round_up(length, 64), chunk)
   return _round_up(length, chunk)
 
 

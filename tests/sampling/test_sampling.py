@@ -300,6 +300,8 @@ class PureFunctionsTest(parameterized.TestCase):
     self.assertEqual(batch_bucket(3, shards=8), 8)
     self.assertEqual(batch_bucket(20, shards=6), 36)
     self.assertEqual([prompt_bucket(n, 64) for n in (0, 1, 9, 64, 65)], [0, 8, 16, 64, 128])
+    self.assertEqual([prompt_bucket(n, 256) for n in (33, 65, 142, 200, 257)],
+                     [64, 128, 192, 256, 512])
     self.assertEqual([new_tokens_bucket(n) for n in (1, 8, 9)], [8, 8, 16])
 
 
