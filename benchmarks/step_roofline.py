@@ -59,6 +59,7 @@ from rcca_jax.rl import optim
 from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
 from rcca_jax.sampling import generate
+from rcca_jax.train import programs as programs_lib
 from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import sections
 
@@ -211,10 +212,15 @@ def main(argv: list[str] | None = None) -> int:
     return compare(args)
 
   job = sections.job_config(load_config(args.config))
-  tokenizer = sections.load_tokenizer(job.data.tokenizer)
-  cfg = sections.model_config(job, tokenizer)
-  model = families.build(cfg, nnx.Rngs(0))
-  fmodel = train_step.FunctionalModel(model)
+  if job.pretrained_source:  # a pretrained policy (SmolLM2's GGUF file): the run's own
+    progs = programs_lib.Programs(job)
+    fmodel, cfg = progs.fmodel, progs.model_cfg
+    model = fmodel.merge(fmodel.params, fmodel.model_state)
+  else:
+    tokenizer = sections.load_tokenizer(job.data.tokenizer)
+    cfg = sections.model_config(job, tokenizer)
+    model = families.build(cfg, nnx.Rngs(0))
+    fmodel = train_step.FunctionalModel(model)
   n_params = sum(x.size for x in jax.tree.leaves(fmodel.params))
   opt = optim.OptimizerConfig(learning_rate=1e-4, total_steps=100)
   rng = np.random.default_rng(0)
@@ -294,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
   # RL: the log-prob pass (old log-probs; the reference pass is the same program) and
   # the GRPO update, on full rows and on the trainer's batch of natural_v2 rollouts.
   logp = jax.jit(logprobs_lib.make_logprob_fn(fmodel))
-  objective = PolicyObjective(LossConfig(policy_loss="grpo"), group_size=8)
+  objective = PolicyObjective(LossConfig(policy_loss="grpo"), group_size=job.rl.group_size)
   rl_step = jax.jit(train_step.make_train_step(fmodel, objective, opt,
                                                train_step.StepConfig()))
 
