@@ -59,11 +59,13 @@ FILLER = ("the", "page", "with", "and", "one", "for", "each", "shows", "a", "div
 Row = tuple[list[int], list[int], list[tuple[str, int]]]
 
 
-def example(rng: random.Random, split: str, most: int, filler: int, labels: float = 0.0
-            ) -> tuple[str, str, list[str], list[str]]:
+def example(rng: random.Random, split: str, most: int, filler: int, labels: float = 0.0,
+            shuffle: bool = False) -> tuple[str, str, list[str], list[str]]:
   """(request, div lines, ids, labels) of one bare copy sequence with 1..`most` ids and
   up to `filler` filler words before, between and after them; each id carries a label
-  (`` `#id` reads "word" ``, its div then holds the word) with probability `labels`."""
+  (`` `#id` reads "word" ``, its div then holds the word) with probability `labels`.
+  With `shuffle` the divs come in a random order (ids and labels in the divs' order):
+  which id a div copies is found by its role, not by its place in the list."""
   c = copying.Copier(rng, split)
   ids = [c.ident(role) for role in c.choose(copying.ROLES, rng.randint(1, most))]
   words = [c.word() if rng.random() < labels else "" for _ in ids]
@@ -72,6 +74,9 @@ def example(rng: random.Random, split: str, most: int, filler: int, labels: floa
   def stated(ident: str, word: str) -> str:
     return f"{fill()} `#{ident}`" + (f' reads "{word}"' if word else "")
   request = " ".join([fill(), "ids:", ", ".join(map(stated, ids, words)), fill()])
+  if shuffle:
+    order = rng.sample(range(len(ids)), len(ids))
+    ids, words = [ids[i] for i in order], [words[i] for i in order]
   divs = "\n".join(f'<div id="{i}">{w}</div>' for i, w in zip(ids, words))
   return request + "\n", divs, ids, [w for w in words if w]
 
@@ -171,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="a Hugging Face Llama directory to start from (else scratch)")
   parser.add_argument("--labels", type=float, default=0.0,
                       help="chance that a bare sequence's id carries a label to copy")
+  parser.add_argument("--shuffle", action="store_true",
+                      help="bare sequences' divs in a random order (copy by role, not place)")
   parser.add_argument("--kv_heads", type=int, default=0,
                       help="key-value heads of a fresh model (0: natural_v2's)")
   parser.add_argument("--hidden", type=int, default=0,
@@ -232,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   def row(r: random.Random, split: str, frame: bool) -> Row:
     if frame:
       return framed(r, split, tokenizer, r.choice(framed_families), drafting)
-    request, divs, ids, labels = example(r, split, args.most, args.filler, args.labels)
+    request, divs, ids, labels = example(r, split, args.most, args.filler, args.labels,
+                                         args.shuffle)
     return encode(tokenizer, request, divs, ids, labels)
   dev = {name: [row(dev_rng, "dev", name == "framed") for _ in range(48)]
          for name in ("bare", "framed")}

@@ -37,6 +37,19 @@ class SequencesTest(absltest.TestCase):
       offsets.add(request.index("`#"))
     self.assertGreater(len(offsets), 5)  # where the first id stands varies
 
+  def test_shuffle_reorders_the_divs_only(self):
+    orders = set()
+    for seed in range(40):
+      plain = copy_pretrain.example(random.Random(seed), "train", 4, 8, labels=0.5)
+      mixed = copy_pretrain.example(random.Random(seed), "train", 4, 8, labels=0.5,
+                                    shuffle=True)
+      self.assertEqual(mixed[0], plain[0])  # the same request
+      self.assertCountEqual(mixed[2], plain[2])
+      by_id = {line.split('"')[1]: line for line in plain[1].splitlines()}
+      self.assertEqual(mixed[1].splitlines(), [by_id[i] for i in mixed[2]])
+      orders.add(mixed[2] == plain[2])
+    self.assertEqual(orders, {True, False})  # some lists reordered, some not
+
   def test_sites_point_at_the_id_words(self):
     tokenizer = _tokenizer()
     rng = random.Random(1)
