@@ -342,7 +342,8 @@ def init_cache(model: nnx.Module, batch: int, max_len: int, *, mesh: Mesh | None
 
 
 def _check_request(prompts: Sequence[Sequence[int]], vocab_size: int, max_new_tokens: int,
-                   temperature: float, top_p: float, top_k: int, prefill_chunk: int) -> None:
+                   temperature: float, top_p: float, top_k: int, prefill_chunk: int,
+                   grow: int) -> None:
   problems = []
   if not prompts:
     problems.append("no prompts given")
@@ -363,6 +364,8 @@ def _check_request(prompts: Sequence[Sequence[int]], vocab_size: int, max_new_to
     problems.append(f"top_k={top_k} must be >= 0 (0 disables it)")
   if prefill_chunk < 1:
     problems.append(f"prefill_chunk={prefill_chunk} must be >= 1")
+  if grow < 0:
+    problems.append(f"grow={grow} must be >= 0 (0 allocates every slot at once)")
   if problems:
     raise ValueError("generate: " + "; ".join(problems))
 
@@ -469,7 +472,7 @@ def generate(model: nnx.Module, prompts: Sequence[Sequence[int]], *, max_new_tok
   """
   cfg = model.config
   _check_request(prompts, cfg.vocab_size, max_new_tokens, temperature, top_p, top_k,
-                 prefill_chunk)
+                 prefill_chunk, grow)
   if pad_id is None:
     pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
   batch = len(prompts)
@@ -491,7 +494,7 @@ def generate(model: nnx.Module, prompts: Sequence[Sequence[int]], *, max_new_tok
     ids, mask, last, finished, row_keys = (jax.device_put(x, rows_sharding)
                                            for x in (ids, mask, last, finished, row_keys))
   with _on_mesh(mesh):
-    room = min(buffer_len, grow) if grow > 0 else buffer_len
+    room = min(buffer_len, grow) if grow else buffer_len
     cache = _init_cache(graphdef, params, batch=rows, max_len=prefill_len + room,
                         mesh=mesh)
     for start in range(0, prefill_len, chunk):

@@ -267,6 +267,8 @@ class SamplingTest(parameterized.TestCase):
       generate(self.model, [], max_new_tokens=4)
     with self.assertRaisesRegex(ValueError, "max_new_tokens=0"):
       generate(self.model, [[3]], max_new_tokens=0)
+    with self.assertRaisesRegex(ValueError, "grow=-1 must be >= 0"):
+      generate(self.model, [[3]], max_new_tokens=4, grow=-1)
 
 
 class PureFunctionsTest(parameterized.TestCase):
