@@ -4,9 +4,15 @@
 import json
 import os
 
+import numpy as np
 from absl.testing import absltest
 
+from experiments import natural_v2
 from experiments import natural_v2_select as select
+from rcca_jax.data import chat
+from rcca_jax.models import llama_checkpoint
+from rcca_jax.sampling import generate
+from rcca_jax.train import sections
 
 
 def _write(directory, summary, sampled):
@@ -78,6 +84,30 @@ class ConditionsTest(absltest.TestCase):
     self.assertEqual(select._eval(root, "base", "/x/dry.jsonl", 8),
                      os.path.join(root, "eval", "base_000000_dry"))
     self.assertEqual(select._eval(root, "base", None, 8), os.path.join(root, "eval", "base_000000_"))
+
+
+class PackedPolicyTest(absltest.TestCase):
+
+  def test_the_rl_start_is_natural_v2s_model_and_greedy_writes_a_page(self):
+    # The packed SFT policy every RL run starts from (`natural_v2.SFT_POLICY`): the
+    # `rl` preset's model, parameters only (a few MB), and it answers a request.
+    job = sections.job_config(natural_v2.get_config("rl"))
+    self.assertEqual(job.init_from_hf, natural_v2.SFT_POLICY)
+    size = sum(os.path.getsize(os.path.join(natural_v2.SFT_POLICY, f))
+               for f in os.listdir(natural_v2.SFT_POLICY))
+    self.assertLess(size, 16 << 20)
+    tokenizer = sections.load_tokenizer(job.data.tokenizer)
+    expected = sections.model_config(job, tokenizer)
+    model = llama_checkpoint.load(natural_v2.SFT_POLICY,
+                                  attention_block_size=expected.attention_block_size)
+    self.assertEqual(model.config, expected)
+    prompt = chat.format_prompt(tokenizer, "Make a counter in one HTML page. Ids: "
+                                           "`#count-sers-fff` for the display.")
+    out = generate(model, [prompt], max_new_tokens=16, temperature=0.0,
+                   eos_ids=[tokenizer.eos_token_id])
+    text = tokenizer.decode(out.tokens[0, :int(out.lengths[0])])
+    self.assertIn("<!DOCTYPE html>", text)
+    self.assertTrue(np.all(np.isfinite(out.logprobs)))
 
 
 if __name__ == "__main__":
