@@ -360,9 +360,12 @@ def compare(args: argparse.Namespace) -> int:
   base = tempfile.mkdtemp(prefix="roofline_base_")
   subprocess.run(["git", "-C", repo, "worktree", "add", "--detach", base, args.baseline],
                  check=True, capture_output=True)
-  if args.policy and not args.rounds_file:  # drawn here: older trees lack the families
-    args.rounds_file = os.path.join(base, "rounds.json")
-    natural_v2_rounds(args.rounds_file, args.rounds)
+  if args.policy:  # one policy for both trees; its rounds drawn here (older trees lack
+    args.policy = os.path.abspath(args.policy)  # the families)
+    if not args.rounds_file:
+      sys.path.insert(0, repo)
+      args.rounds_file = os.path.join(base, "rounds.json")
+      natural_v2_rounds(args.rounds_file, args.rounds)
   own = [f"--{name}={value}" for name, value in vars(args).items()
          if name not in ("baseline", "json")]
   script = os.path.abspath(__file__)
