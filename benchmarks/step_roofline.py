@@ -63,6 +63,8 @@ from rcca_jax.train import programs as programs_lib
 from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import sections
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 # The GRPO objective, where this tree keeps it (`--baseline` runs this script on older
 # trees: before house order 4 the loss configs were in rl/losses.py and the objective
 # in rl/objectives.py).
@@ -150,8 +152,10 @@ def trainer_rl_batch(job: Any, lengths: list[tuple[int, int]], max_len: int, voc
 
 def natural_v2_rounds(path: str, rounds: int) -> None:
   """Writes `rounds` natural_v2 RL sampling rounds (2 train requests of its five
-  families x 8, drafted as its `rl` preset drafts them, the chat prompt's tokens) to `path` as JSON, so that every tree samples
-  the same prompts (older trees lack the families)."""
+  families x 8, drafted as its `rl` preset drafts them, the chat prompt's tokens) to
+  `path` as JSON, so that every tree samples the same prompts (older trees lack the
+  families). Drawn with this script's own tree."""
+  sys.path.insert(0, REPO)
   from experiments import natural_v2  # pylint: disable=import-outside-toplevel
   from rcca_jax.data import chat  # pylint: disable=import-outside-toplevel
   from rcca_jax.data.families import FAMILIES  # pylint: disable=import-outside-toplevel
@@ -285,8 +289,7 @@ def main(argv: list[str] | None = None) -> int:
       return [generate(policy, prompts, max_new_tokens=spec["max_new_tokens"],
                        temperature=1.0, seed=seed, eos_ids=[spec["eos_id"]])
               for seed, prompts in enumerate(spec["rounds"])]
-    sample_rounds()  # every shape compiled
-    outs = sample_rounds()
+    outs = sample_rounds()  # every shape compiled
     seconds = median_seconds(sample_rounds, args.reps)
     rounds_sampled = [o.tokens.tolist() for o in outs]
     new = [int(n) for o in outs for n in o.lengths]
@@ -356,14 +359,12 @@ def compare(args: argparse.Namespace) -> int:
   """Runs this script here and at `args.baseline` (a worktree), alternately
   `args.reps` times each, and prints the per-phase time ratios and whether the
   fixed-seed samples agree."""
-  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   base = tempfile.mkdtemp(prefix="roofline_base_")
-  subprocess.run(["git", "-C", repo, "worktree", "add", "--detach", base, args.baseline],
+  subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", base, args.baseline],
                  check=True, capture_output=True)
   if args.policy:  # one policy for both trees; its rounds drawn here (older trees lack
     args.policy = os.path.abspath(args.policy)  # the families)
     if not args.rounds_file:
-      sys.path.insert(0, repo)
       args.rounds_file = os.path.join(base, "rounds.json")
       natural_v2_rounds(args.rounds_file, args.rounds)
   own = [f"--{name}={value}" for name, value in vars(args).items()
@@ -372,14 +373,14 @@ def compare(args: argparse.Namespace) -> int:
   try:
     runs = {"baseline": [], "this": []}
     for _ in range(2):
-      for name, cwd in (("baseline", base), ("this", repo)):
+      for name, cwd in (("baseline", base), ("this", REPO)):
         out = os.path.join(base, f"{name}_{len(runs[name])}.json")
         subprocess.run([sys.executable, script, *own, f"--json={out}"], cwd=cwd,
                        check=True, env={**os.environ, "PYTHONPATH": cwd})
         with open(out) as f:
           runs[name].append(json.load(f))
   finally:
-    subprocess.run(["git", "-C", repo, "worktree", "remove", "--force", base],
+    subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", base],
                    capture_output=True)
   best = {name: {p["phase"]: min(r["phases"][i]["seconds"] for r in rs)
                  for i, p in enumerate(rs[0]["phases"])} for name, rs in runs.items()}

@@ -205,41 +205,32 @@ class SamplingTest(parameterized.TestCase):
       self.assertTrue(n == 14 or out.tokens[i, n - 1] in eos)
     self.assertLessEqual(int(out.lengths[0]), 3)
 
-  def test_compacting_finished_rows_changes_no_token(self):
-    # End tokens that stop rows at different steps: the batch of 8 moves to 4, 2, 1
-    # rows as they finish. Each row's arithmetic is its own, but XLA may block a matmul
-    # of 8 rows and one of 2 differently (another summation order): log-probs agree to
+  @parameterized.named_parameters(
+      # End tokens that stop rows at different steps: the batch of 8 moves to 4, 2, 1
+      # rows as they finish.
+      ("compacting_finished_rows", dict(compact=False), dict(compact=True), (3, 9, 5), 0),
+      # grow=8: the cache gains 8 slots at a time (twice or more over 24 new tokens,
+      # rows compacting as they end), against all 32 slots at once.
+      ("growing_the_cache", dict(grow=0), dict(grow=8), (16, 24, 13), 16))
+  def test_changes_no_token(self, off, on, eos_window, longest_over):
+    # Each row's arithmetic is its own, but XLA may block a matmul of 8 rows and one of
+    # 2 differently, or sum a shorter row of scores in another order (slots not yet
+    # grown held masked scores whose softmax weight is exactly 0): log-probs agree to
     # float32 rounding through the layers (measured 1.2e-6 on values ~3; 1e-5 bounds a
     # few ulps per layer), and the tokens exactly (a near-tie within rounding aside).
     prompts = prompts_for(21, (5, 9, 3, 7, 4, 8, 6, 2), self.vocab)
     free = generate(self.model, prompts, max_new_tokens=24, temperature=1.0, seed=3)
-    eos = tuple({int(t) for t in free.tokens[:, 3:9].ravel()[::5]})
+    first, last, every = eos_window
+    eos = tuple({int(t) for t in free.tokens[:, first:last].ravel()[::every]})
     for temperature in (1.0, 0.0):
-      kept, compact = (generate(self.model, prompts, max_new_tokens=24, eos_ids=eos,
-                                temperature=temperature, seed=3, pad_id=0, compact=c)
-                       for c in (False, True))
-      self.assertGreater(len(set(kept.lengths.tolist())), 2)  # rows end apart
-      np.testing.assert_array_equal(compact.tokens, kept.tokens)
-      np.testing.assert_allclose(compact.logprobs, kept.logprobs, rtol=1e-5, atol=1e-5)
-      np.testing.assert_array_equal(compact.lengths, kept.lengths)
-
-  def test_growing_the_cache_changes_no_token(self):
-    # grow=8: the cache gains 8 slots at a time (twice or more over 24 new tokens) while
-    # rows compact as they end, against all 32 slots at once. The slots not yet grown
-    # held masked scores whose softmax weight is exactly 0; a shorter row of scores may
-    # still be summed in another order: log-probs to float32 rounding (bound as above),
-    # tokens exactly.
-    prompts = prompts_for(21, (5, 9, 3, 7, 4, 8, 6, 2), self.vocab)
-    free = generate(self.model, prompts, max_new_tokens=24, temperature=1.0, seed=3)
-    eos = tuple({int(t) for t in free.tokens[:, 16:24].ravel()[::13]})
-    for temperature in (1.0, 0.0):
-      whole, grown = (generate(self.model, prompts, max_new_tokens=24, eos_ids=eos,
-                               temperature=temperature, seed=3, pad_id=0, grow=g)
-                      for g in (0, 8))
-      self.assertGreater(int(whole.lengths.max()), 16)  # grew twice at least
-      np.testing.assert_array_equal(grown.tokens, whole.tokens)
-      np.testing.assert_allclose(grown.logprobs, whole.logprobs, rtol=1e-5, atol=1e-5)
-      np.testing.assert_array_equal(grown.lengths, whole.lengths)
+      base, changed = (generate(self.model, prompts, max_new_tokens=24, eos_ids=eos,
+                                temperature=temperature, seed=3, pad_id=0, **options)
+                       for options in (off, on))
+      self.assertGreater(len(set(base.lengths.tolist())), 2)  # rows end apart
+      self.assertGreater(int(base.lengths.max()), longest_over)  # (growth: twice at least)
+      np.testing.assert_array_equal(changed.tokens, base.tokens)
+      np.testing.assert_allclose(changed.logprobs, base.logprobs, rtol=1e-5, atol=1e-5)
+      np.testing.assert_array_equal(changed.lengths, base.lengths)
 
   def test_max_new_tokens_smaller_than_bucket(self):
     out = generate(self.model, self.prompts, max_new_tokens=10, temperature=0.0)
