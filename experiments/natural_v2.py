@@ -43,6 +43,12 @@ TEACHER_LAST = dict(TEACHER, ids_last=True)
 # The chosen SFT checkpoint's parameters (experiments/natural_v2_select.py --pack).
 SFT_POLICY = "experiments/results/natural_v2/sft_policy"
 ARMS = "grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo"
+# What the study's summary keeps of each evaluation (`ablation_report.point_keys`): pass
+# and gates per split (dev: ids of train words, where the gain target holds) and family,
+# pass@k and distinct passing apps (post-SFT and the end), copy rates and entropies.
+POINT_KEYS = ("split/*", "*_copy/pass_rate", "*_copy/gates_pass", "gates_pass",
+              "pass_at_*", "pass_at_1_tasks", "samples_per_request", "distinct_passing_mean", "sampled_*",
+              "copy/*/copied_*", "copy/*/entropy_*")
 
 
 def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
@@ -118,6 +124,8 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     config.data.fresh.update(train_per_family=2000, dev_per_family=12,
                              novel_dev_per_family=6)
     config.eval.every_rl_steps = 25
+    # pass@1/4/8/16 from 16 samples per dev request at RL's start and end.
+    config.eval.end_samples_per_request = 16
     config.rl.update(num_steps=200, flat_groups="drop", resample_flat_rounds=3)
     # The pilot from the packed policy (GRPO, one seed): at 1e-4 greedy dev pass on
     # train-word ids rose 0.18 -> 0.33 in 60 steps (README, seventh session); 1e-3
@@ -127,5 +135,6 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     # KL: GRPO with a k3 penalty toward the start (the packed policy: `fresh_state`).
     config.arms.grpo_kl = "rl.policy_loss=grpo;rl.loss.kl_beta=0.02"
     config.ablation = ml_collections.ConfigDict(dict(arms=ARMS, bootstrap=2000,
-                                                     shared_sft=True))
+                                                     shared_sft=True,
+                                                     point_keys=POINT_KEYS))
   return config

@@ -18,8 +18,9 @@ so the command keeps JAX's persistent compilation cache in `DIR/jax_cache` (unle
 
 Re-running the command resumes: finished stages are skipped, an interrupted one resumes
 from its checkpoint. `--only_seeds=2,3` trains just those seeds, so processes (or
-machines sharing DIR) can split the seeds; a run without it then skips what they
-finished and writes the summary. Exit status as `rcca_jax.main`'s, with one line on
+machines sharing DIR) can split the seeds, and `--only_arms=grpo,rcca` just those arms,
+in that order (for example one arm's seeds before the other arms); a run without them
+then skips what they finished and writes the summary. Exit status as `rcca_jax.main`'s, with one line on
 stderr saying why: 75 preempted (SIGTERM: the run in flight checkpointed its step;
 rerun to resume), 3 a run stopped safely, 2 an invalid config. Outputs:
 `DIR/summary.json`, `DIR/ablation.png` and `DIR/ablation.md` (see
@@ -52,6 +53,8 @@ def define_flags() -> None:
   flags.DEFINE_list("only_seeds", [], "Train only these of the seeds (another process "
                     "can train the rest in the same DIR); no summary: rerun without "
                     "the flag for it.")
+  flags.DEFINE_list("only_arms", [], "Train only these of the arms, in this order (a "
+                    "share of the work, or one arm's seeds first); no summary.")
   flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -79,14 +82,15 @@ def main(argv):
       _main_sweep(config, workdir, seeds, f.report_only)
     else:
       _main_ablation(config, workdir, seeds, f.report_only,
-                     [int(s) for s in f.only_seeds])
+                     [int(s) for s in f.only_seeds], list(f.only_arms))
   except RunStopped as e:  # preempted (75) or stopped safely (3): one line, work kept
     print(str(e), file=sys.stderr)
     sys.exit(e.exit_code)
 
 
 def _main_ablation(config: ml_collections.ConfigDict, workdir: str, seeds: int,
-                   report_only: bool, only_seeds: list[int]) -> None:
+                   report_only: bool, only_seeds: list[int], only_arms: list[str]
+                   ) -> None:
   """`main` for one ablation: trains what is missing (or only reports), prints the table."""
   from rcca_jax.study import ablation_report  # pylint: disable=import-outside-toplevel
   if report_only:
@@ -96,13 +100,15 @@ def _main_ablation(config: ml_collections.ConfigDict, workdir: str, seeds: int,
   else:
     from rcca_jax.train.config_check import ConfigError  # pylint: disable=import-outside-toplevel
     try:
-      summary = ablation.run(config, workdir, seeds, only_seeds=only_seeds)
+      summary = ablation.run(config, workdir, seeds, only_seeds=only_seeds,
+                             only_arms=only_arms)
     except (ConfigError, ValueError) as e:  # every problem listed, no traceback
       print(str(e), file=sys.stderr)
       sys.exit(2)
     if not summary:
-      print(f"trained seeds {', '.join(map(str, only_seeds))}; rerun without --only_seeds for "
-            "the summary")
+      print(f"trained seeds {', '.join(map(str, only_seeds or range(seeds)))} of arms "
+            f"{', '.join(only_arms or ablation.arm_names(config))}; rerun without "
+            "--only_seeds and --only_arms for the summary")
       return
   print(ablation_report.markdown(summary))
 

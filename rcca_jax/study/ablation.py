@@ -174,9 +174,10 @@ def _rebuild_sft(config: ml_collections.ConfigDict, sft: str, workdir: str,
 
 
 def run(config: ml_collections.ConfigDict, workdir: str, seeds: int,
-        only_seeds: Sequence[int] = ()) -> dict[str, Any]:
-  """Trains what is missing, then writes and returns the summary; with `only_seeds`,
-  trains just those seeds' runs (another process's share of the work) and returns {}
+        only_seeds: Sequence[int] = (), only_arms: Sequence[str] = ()) -> dict[str, Any]:
+  """Trains what is missing, then writes and returns the summary; with `only_seeds`
+  or `only_arms`, trains just those seeds' runs of those arms (in the order given:
+  another process's share of the work, or one arm's seeds first) and returns {}
   without a summary."""
   from rcca_jax.study import ablation_report  # pylint: disable=import-outside-toplevel
   os.makedirs(workdir, exist_ok=True)
@@ -191,6 +192,9 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int,
   outside = sorted(set(only_seeds) - set(range(seeds)))
   if outside:
     raise ValueError(f"--only_seeds {outside}: not among the {seeds} seeds 0..{seeds - 1}")
+  unknown = [a for a in only_arms if a not in arms]
+  if unknown:
+    raise ValueError(f"--only_arms {unknown}: not among the study's arms {arms}")
   shared = ablation_report.shared_sft(config)
   # No SFT steps (RL from `init_from_hf`'s weights): the SFT run is the post-SFT
   # evaluation alone and the arms start from those weights themselves.
@@ -201,7 +205,7 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int,
         config.eval.enabled and not _done(sft, "eval", config.sft.num_steps)):
       _run(sft_config(config, 0 if shared else seed), sft, workdir,
            f"seed_{0 if shared else seed}/sft")
-    for arm in arms:
+    for arm in only_arms or arms:
       arm_dir = os.path.join(workdir, f"seed_{seed}", arm)
       if _done(arm_dir, "rl", config.rl.num_steps) or os.path.exists(
           os.path.join(arm_dir, ablation_report.DIVERGED)):
@@ -214,7 +218,7 @@ def run(config: ml_collections.ConfigDict, workdir: str, seeds: int,
                        f"seed_{0 if shared else seed}/sft_rebuilt")
         shutil.copytree(os.path.join(sft, "checkpoints", "sft"), target)
       _run(arm_config(config, seed, arm), arm_dir, workdir, f"seed_{seed}/{arm}")
-  if only_seeds:
+  if only_seeds or only_arms:
     return {}
   summary = ablation_report.collect(workdir, arms, seeds, config)
   summary["wall_s"] = load_walls(workdir)

@@ -11,13 +11,15 @@
 A POINT (one dev evaluation) has `pass_rate` and `reward_mean` (an RL one also `step`
 and `rl_seconds`, the RL steps' wall seconds up to it), and, when the run
 logged them, `bug_prob_mean`, `pass_at_1`, `sampled_reward_mean` and `sites` (the
-evaluation's per-site records, `train.site_metrics`); older runs load without them.
+evaluation's per-site records, `train.site_metrics`), and the row's metrics that
+`ablation.point_keys` names; older runs load without them.
 The comparison and its metrics are `study.stats` (`stats.compare(summary["arms"])`
 recomputes every number of it from the summary alone).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from typing import Any, Mapping, Optional, Sequence
@@ -44,23 +46,40 @@ TIMING = ("sample_s", "eval_s", "train_s", "step_s", "cache_hit_rate")
 EXACT = ("bug_prob_mean", "pass_at_1", "sampled_reward_mean")
 
 
-def _point(row: Mapping[str, Any], eval_dir: Optional[str] = None) -> dict[str, Any]:
-  """One evaluation: its metrics row's values and, from its `summary.json` in
-  `eval_dir` when there is one, the site records."""
+def _point(row: Mapping[str, Any], eval_dir: Optional[str] = None,
+           keys: Sequence[str] = ()) -> dict[str, Any]:
+  """One evaluation: its metrics row's values (those named by `keys`, shell patterns
+  such as `split/*`, besides the standard ones) and, from its `summary.json` in
+  `eval_dir` when there is one, the site records and, when `keys` holds
+  "pass_at_1_tasks", each request's share of passing samples (pass@k per split or
+  family, recomputed from the summary alone)."""
   out: dict[str, Any] = {"pass_rate": float(row["pass_rate"]),
                          "reward_mean": float(row["reward_mean"])}
   out.update({k: float(row[k]) for k in EXACT if row.get(k) is not None})
+  out.update({k: float(v) for k, v in row.items()
+              if isinstance(v, (int, float)) and not isinstance(v, bool)
+              and any(fnmatch.fnmatchcase(k, pattern) for pattern in keys)})
   path = os.path.join(eval_dir, "summary.json") if eval_dir else ""
   if path and os.path.exists(path):
     with open(path, encoding="utf-8") as f:
-      sites = json.load(f).get("sites")
-    if sites:
-      out["sites"] = sites
+      summary = json.load(f)
+    if summary.get("sites"):
+      out["sites"] = summary["sites"]
+    if "pass_at_1_tasks" in keys and summary.get("pass_at_1_tasks"):
+      out["pass_at_1_tasks"] = summary["pass_at_1_tasks"]
   return out
 
 
 # Written in a run's directory when its policy diverged (`ablation._run`).
 DIVERGED = "diverged.json"
+
+
+def point_keys(config: Any) -> tuple[str, ...]:
+  """`ablation.point_keys`: patterns of the eval rows' metrics each summary point keeps
+  besides the standard ones (the natural setting: per split and family, pass@k)."""
+  if config is None or "ablation" not in config:
+    return ()
+  return tuple(config.ablation.get("point_keys", ()))
 
 
 def shared_sft(config: Any) -> bool:
@@ -80,6 +99,7 @@ def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
   """The summary of whatever runs of `workdir` have results so far."""
   out: dict[str, Any] = {"arms": {}, "timing": {}}
   shared = shared_sft(config)
+  keys = point_keys(config)
   if config is not None:
     out["setting"] = sections.value(config, "data.setting")
     out["config"] = json.loads(config.to_json_best_effort())
@@ -102,14 +122,14 @@ def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
       rl = [r for r in rows if r.get("stage") == "rl"]
       evals = [dict(step=int(r["step"]), rl_seconds=_rl_seconds(rl, int(r["step"])),
                     **_point(r, os.path.join(arm_dir, "eval",
-                                             f"rl_{int(r['step']):06d}")))
+                                             f"rl_{int(r['step']):06d}"), keys))
                for r in rows if r.get("stage") == "eval" and r.get("after") == "rl"]
       diag = {k: float(np.mean([r[k] for r in rl if k in r]))
               for k in DIAGNOSTICS if any(k in r for r in rl)}
       for k in TIMING:
         timing[k] += [float(r[k]) for r in rl if k in r]
       post = _point(sft[-1], os.path.join(sft_dir, "eval",
-                                          f"sft_{int(sft[-1]['step']):06d}"))
+                                          f"sft_{int(sft[-1]['step']):06d}"), keys)
       runs.append({"seed": seed, "post_sft": post, "evals": evals,
                    "rl_steps": len(rl), "rl": diag})
     out["arms"][arm] = runs

@@ -283,6 +283,7 @@ def _check_rl(c: _Collector, mode: str) -> None:
     c.add(f"rl.temperature={temperature} must be a finite number > 0 (RL samples, and "
           "the loss takes log-probs of softmax(logits / temperature))")
   c.integer("eval.samples_per_request", 0)
+  c.integer("eval.end_samples_per_request", -1)
   c.integer("eval.every_sft_steps", 0)
   fresh_dev = dict(c.get("data.fresh") or {}).get("dev_per_family")
   if (mode == "train" and c.get("data.setting") == "natural" and c.get("eval.enabled")

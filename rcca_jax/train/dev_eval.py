@@ -38,12 +38,12 @@ class DevEvaluation:
     self.metrics, self.credit_weights = metrics, credit_weights
 
   def run(self, state, tasks: list, name: str, title: str, stage: str,
-          step: int) -> dict[str, Any]:
+          step: int, samples: Optional[int] = None) -> dict[str, Any]:
     """The one evaluation path (dev evaluation and `--mode=eval`): the site metrics of
     `tasks` (those with known sites) and the copy metrics (those of copying families),
     then samples them with the `eval` settings
-    (greedy, and `eval.samples_per_request` samples each at `rl.temperature`, seeded
-    by the run's seed, `stage` and `step`), grades them and writes DIR/eval/NAME/.
+    (greedy, and `samples` (default `eval.samples_per_request`) samples each at
+    `rl.temperature`, seeded by the run's seed, `stage` and `step`), grades them and writes DIR/eval/NAME/.
     With several processes, process 0 evaluates alone; the others wait and return {}."""
     e, rl, p = self.job.eval, self.job.rl, self.programs
     # Teacher-forced metrics, on every process (collectives): the exact site metrics
@@ -59,7 +59,8 @@ class DevEvaluation:
         max_new_tokens=e.max_new_tokens, temperature=e.temperature,
         samples_per_task=e.samples_per_task, seed=self.job.seed,
         num_reports=e.num_reports, title=title, weights=self.credit_weights,
-        samples_per_request=e.samples_per_request, sample_temperature=rl.temperature,
+        samples_per_request=e.samples_per_request if samples is None else samples,
+        sample_temperature=rl.temperature,
         sample_seed=eval_loop.sample_seed(self.job.seed, stage, step),
         prompts_per_call=rl.prompts_per_step, extra=extra)
     multihost.barrier(f"eval {name}")
@@ -84,11 +85,17 @@ class DevEvaluation:
 
   def evaluate(self, state, after: str, step: int) -> dict[str, Any]:
     """Dev evaluation; logs an `eval` row and writes DIR/eval/AFTER_STEP/ ({} on the
-    processes other than 0)."""
+    processes other than 0). The post-SFT and the last RL evaluation sample
+    `eval.end_samples_per_request` per request when it is set (pass@k at RL's start and
+    end)."""
     t0 = time.time()
     cached = self.programs.cache_counts()
+    e, job = self.job.eval, self.job
+    end = step == (job.sft.num_steps if after == "sft" else job.rl.num_steps)
+    samples = (e.end_samples_per_request if end and e.end_samples_per_request >= 0
+               else e.samples_per_request)
     summary = self.run(state, self.tasks.dev(), f"{after}_{step:06d}",
-                       f"after {after} step {step}", after, step)
+                       f"after {after} step {step}", after, step, samples)
     if not summary:
       return summary
     row = eval_loop.flat_metrics(summary)

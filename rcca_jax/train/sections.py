@@ -252,6 +252,9 @@ class EvalSection:
   grading_cache: str = ""       # on-disk grading cache directory ("" = off)
   # Sampled pass@1: samples per request at rl.temperature (0: off).
   samples_per_request: int = SAMPLES_PER_REQUEST
+  # Samples per request at the post-SFT and the last RL evaluation (pass@k at the start
+  # and the end of RL: up to 16 with 16; -1: samples_per_request).
+  end_samples_per_request: int = -1
   collapse_margin: float = 0.1  # a dev reward or gate rate this far below post-SFT warns
 
 
@@ -485,7 +488,7 @@ def defaults_config() -> Any:
 
 # Read by `rcca_jax.study` (`study.ablation`, `study.sweep`) only.
 RUNNER_SECTIONS = {"arms": None, "ablation": {"arms": None, "bootstrap": None,
-                                              "shared_sft": None},
+                                              "shared_sft": None, "point_keys": None},
                    "sweep": {"settings": None}, "settings": None}
 
 

@@ -160,23 +160,28 @@ class TrainerPartsTest(parameterized.TestCase):
 @pytest.mark.browser
 class TrainerInProcessTest(absltest.TestCase):
   """The fast end-to-end variant, in this process, in the controlled setting (two
-  counter tasks): 1 SFT step, evaluation, 1 RL step, evaluation. Each evaluation's
+  counter tasks): 1 SFT step, evaluation, 2 RL steps, each evaluated. Each evaluation's
   logged row is the summary of its records on disk and carries the site metrics and
-  the sampled pass@1, with one compiled program for the site log-probs."""
+  the sampled pass@1, with one compiled program for the site log-probs; the post-SFT
+  and the last evaluation sample `eval.end_samples_per_request` per request (4: pass@4),
+  the one between `eval.samples_per_request` (2)."""
 
   def test_sft_then_rl_writes_metrics_checkpoints_and_site_metrics(self):
     root = self.create_tempdir().full_path
     workdir = os.path.join(root, "run")
     ids = controlled_fixtures.controlled_file(os.path.join(root, "tasks.jsonl"))
-    job = trainer.Trainer(
-        controlled_fixtures.controlled_config(os.path.join(root, "tasks.jsonl")), workdir)
+    config = controlled_fixtures.controlled_config(os.path.join(root, "tasks.jsonl"))
+    config.rl.num_steps = 2
+    config.eval.end_samples_per_request = 4
+    job = trainer.Trainer(config, workdir)
     job.train()
     self.assertEqual(job.programs.logprob_fn()._cache_size(), 1)  # pylint: disable=protected-access
     rows = _rows(workdir)
     self.assertEqual([(r["stage"], r["step"], r.get("after")) for r in rows],
                      [("sft", 1, None), ("eval", 1, "sft"), ("rl", 1, None),
-                      ("eval", 1, "rl")])
-    for row, name in ((rows[1], "sft_000001"), (rows[3], "rl_000001")):
+                      ("eval", 1, "rl"), ("rl", 2, None), ("eval", 2, "rl")])
+    for row, name, samples in ((rows[1], "sft_000001", 4), (rows[3], "rl_000001", 2),
+                               (rows[5], "rl_000002", 4)):
       eval_dir = os.path.join(workdir, "eval", name)
       with open(os.path.join(eval_dir, "evaluations.jsonl"), encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
@@ -188,7 +193,7 @@ class TrainerInProcessTest(absltest.TestCase):
       self.assertAlmostEqual(row["reward_mean"], float(np.mean([r["reward"] for r in records])))
       self.assertEqual(row["counter/pass_rate"], row["pass_rate"])
       self.assertTrue(os.path.isfile(os.path.join(eval_dir, "report.html")))
-      self._check_site_metrics(row, eval_dir, ids)
+      self._check_site_metrics(row, eval_dir, ids, samples)
     rl = rows[2]
     for key in ("loss", "reward_mean", "pass_rate", "grad_norm"):
       self.assertTrue(math.isfinite(rl[key]), (key, rl))
@@ -196,14 +201,16 @@ class TrainerInProcessTest(absltest.TestCase):
     self.assertEqual(sorted(os.listdir(os.path.join(workdir, "checkpoints"))),
                      ["best", "rl", "sft"])
     self.assertIn("1", os.listdir(os.path.join(workdir, "checkpoints", "sft")))
-    self.assertIn("1", os.listdir(os.path.join(workdir, "checkpoints", "rl")))
-    # best: the post-SFT state (RL step 0) unless RL step 1's dev reward is higher.
-    best_step = 1 if rows[3]["reward_mean"] > rows[1]["reward_mean"] else 0
+    self.assertIn("2", os.listdir(os.path.join(workdir, "checkpoints", "rl")))
+    # best: the post-SFT state (RL step 0) unless an RL step's dev reward is higher
+    # (the first of equals).
+    rewards = [rows[1]["reward_mean"], rows[3]["reward_mean"], rows[5]["reward_mean"]]
+    best_step = int(np.argmax(rewards))
     self.assertEqual(os.listdir(os.path.join(workdir, "checkpoints", "best")),
                      [str(best_step)])
     self.assertTrue(os.path.isfile(os.path.join(workdir, "curves.png")))
 
-  def _check_site_metrics(self, row, eval_dir, ids):
+  def _check_site_metrics(self, row, eval_dir, ids, samples):
     with open(os.path.join(eval_dir, "summary.json"), encoding="utf-8") as f:
       summary = json.load(f)
     self.assertEqual([(r["task_id"], r["site"], r["kind"]) for r in summary["sites"]],
@@ -223,8 +230,10 @@ class TrainerInProcessTest(absltest.TestCase):
     self.assertEqual(sorted(summary["pass_at_1_tasks"]), sorted(ids))
     with open(os.path.join(eval_dir, "sampled.jsonl"), encoding="utf-8") as f:
       sampled = [json.loads(line) for line in f]
-    self.assertLen(sampled, 4)
+    self.assertLen(sampled, samples * len(ids))
+    self.assertEqual(summary["samples_per_request"], samples)
     self.assertAlmostEqual(summary["pass_at_1"], np.mean([s["passed"] for s in sampled]))
+    self.assertEqual("pass_at_4" in summary, samples >= 4)
     self.assertTrue(0.0 <= summary["sampled_reward_mean"] <= 1.0)
     # The flat row: the metrics, not the tables.
     for key in ("bug_prob_mean", "pass_at_1", "sampled_reward_mean", "sites_s",

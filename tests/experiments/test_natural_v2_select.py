@@ -12,6 +12,8 @@ from experiments import natural_v2_select as select
 from rcca_jax.data import chat
 from rcca_jax.models import llama_checkpoint
 from rcca_jax.sampling import generate
+from rcca_jax.study import ablation
+from rcca_jax.study import ablation_report
 from rcca_jax.train import sections
 
 
@@ -84,6 +86,17 @@ class ConditionsTest(absltest.TestCase):
     self.assertEqual(select._eval(root, "base", "/x/dry.jsonl", 8),
                      os.path.join(root, "eval", "base_000000_dry"))
     self.assertEqual(select._eval(root, "base", None, 8), os.path.join(root, "eval", "base_000000_"))
+
+
+class StudyConfigTest(absltest.TestCase):
+
+  def test_the_rl_study_checks_and_keeps_the_report_keys(self):
+    config = natural_v2.get_config("rl")
+    self.assertEqual(ablation.check_configs(config, 3), natural_v2.ARMS.split(","))
+    self.assertIn("pass_at_1_tasks", ablation_report.point_keys(config))
+    job = sections.job_config(config)
+    self.assertEqual((job.eval.samples_per_request, job.eval.end_samples_per_request),
+                     (0, 16))
 
 
 class PackedPolicyTest(absltest.TestCase):

@@ -161,6 +161,30 @@ class ReportTest(absltest.TestCase):
     self.assertIn("| rcca | +0.125 [", table)
     self.assertIn("| grpo | 3.0 | 1.0 | 0.5 | 4.5 |", table)
 
+  def test_point_keys_keep_the_named_metrics_and_the_per_request_shares(self):
+    arm_dir = os.path.join(self.dir, "seed_0", "rcca")
+    rows = [json.loads(line) for line in
+            pathlib.Path(arm_dir, "metrics.jsonl").read_text().splitlines()]
+    rows[-1].update({"split/dev/pass_rate": 0.75, "split/novel/pass_rate": 0.0,
+                     "pass_at_16": 0.9, "eval_s": 3.0, "flag": True})
+    write_rows(arm_dir, rows)
+    eval_dir = os.path.join(arm_dir, "eval", "rl_000002")
+    os.makedirs(eval_dir)
+    with open(os.path.join(eval_dir, "summary.json"), "w", encoding="utf-8") as f:
+      json.dump({"pass_at_1_tasks": {"a-f0-t000000": 0.5}}, f)
+    config = ablation_small.get_config()
+    config.ablation.point_keys = ("split/*", "pass_at_*", "flag", "pass_at_1_tasks")
+    last = ablation_report.collect(self.dir, ["grpo", "rcca"], 2, config)[
+        "arms"]["rcca"][0]["evals"][-1]
+    self.assertEqual(last, {"step": 2, "rl_seconds": 7.0, "pass_rate": 0.5,
+                            "reward_mean": 0.7, "split/dev/pass_rate": 0.75,
+                            "split/novel/pass_rate": 0.0, "pass_at_16": 0.9,
+                            "pass_at_1_tasks": {"a-f0-t000000": 0.5}})
+    # Without the keys: the standard point alone.
+    plain = ablation_report.collect(self.dir, ["grpo", "rcca"], 2)
+    self.assertEqual(sorted(plain["arms"]["rcca"][0]["evals"][-1]),
+                     ["pass_rate", "reward_mean", "rl_seconds", "step"])
+
   def test_bootstrap_interval(self):
     lo, hi = stats.bootstrap_interval([1.0, 1.0, 1.0])
     self.assertEqual((lo, hi), (1.0, 1.0))
@@ -200,7 +224,8 @@ class SharedSftTest(absltest.TestCase):
 
 
 class OnlySeedsTest(absltest.TestCase):
-  """`--only_seeds`: a process trains its share of the seeds, without a summary."""
+  """`--only_seeds` / `--only_arms`: a process trains its share of the seeds or arms,
+  without a summary."""
 
   def test_a_share_of_the_seeds_then_the_summary(self):
     workdir = self.create_tempdir().full_path
@@ -216,6 +241,20 @@ class OnlySeedsTest(absltest.TestCase):
     summary = ablation.run(config, workdir, 2)
     self.assertEqual([r["seed"] for r in summary["arms"]["grpo"]], [0, 1])
     self.assertTrue(os.path.exists(os.path.join(workdir, "summary.json")))
+
+  def test_a_share_of_the_arms_leaves_the_others_alone(self):
+    workdir = self.create_tempdir().full_path
+    fake_run(workdir, 0, "rcca", 0.25, [0.5, 0.5], [0.6, 0.6])
+    fake_run(workdir, 0, "grpo", 0.25, [0.5], [0.6])  # unfinished: not this share's
+    config = ablation_small.get_config()
+    config.sft.num_steps, config.rl.num_steps = 10, 2
+    self.assertEqual(ablation.run(config, workdir, 1, only_arms=["rcca"]), {})
+    self.assertEqual(sorted(os.listdir(os.path.join(workdir, "seed_0", "grpo"))),
+                     ["metrics.jsonl"])  # not resumed
+    self.assertFalse(os.path.exists(os.path.join(workdir, "summary.json")))
+    with self.assertRaisesRegex(ValueError, r"--only_arms \['dapo'\]: not among the "
+                                r"study's arms \['grpo', 'rcca'\]"):
+      ablation.run(config, workdir, 1, only_arms=["rcca", "dapo"])
 
   def test_wall_times_keep_other_processes_entries(self):
     workdir = self.create_tempdir().full_path
