@@ -14,8 +14,9 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: install browser demo eval-demo test test-slow test-all corpus bench clean
+.PHONY: install browser demo demo-natural eval-demo test test-slow test-all corpus bench clean
 WORKDIR ?= /tmp/rcca_tiny
+NATURAL_WORKDIR ?= /tmp/rcca_natural
 
 install: $(STAMP) $(BROWSER_STAMP)
 
@@ -59,6 +60,13 @@ demo: install
 	$(PY) -m rcca_jax.main --config=experiments/tiny_cpu.py --workdir=$(WORKDIR) \
 	  --config.eval.grading_cache=$(WORKDIR)/grading_cache
 	@echo "GRPO vs RCCA on 12 requests, 3 seeds (~75 min on 2 cores; experiments/results/ablation_small/): $(PY) -m rcca_jax.study --config=experiments/ablation_small.py --workdir=/tmp/ablation_small --seeds=3"
+
+# The natural setting (issue 54): GRPO from the packed SFT policy, 50 steps; the table
+# shows greedy pass on requests never trained on (split dev: ids of train words; novel:
+# of words never trained) at RL steps 0, 25 and 50 (re-running resumes).
+demo-natural: install
+	$(PY) -m rcca_jax.main --config=experiments/natural_v2.py:demo \
+	  --workdir=$(NATURAL_WORKDIR) --config.eval.grading_cache=$(NATURAL_WORKDIR)/grading_cache
 
 # Grade the shipped example apps (references and broken variants) and print the table.
 eval-demo: install

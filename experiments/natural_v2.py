@@ -25,7 +25,7 @@ from rcca_jax.train import sections
 FAMILIES = ("counter_copy", "char_counter_copy", "dark_mode_copy")
 TEST_FAMILIES = ("reveal_copy", "greeting_copy")
 PRESETS = ("pilot", "pilot_echo", "drill", "curriculum", "labels", "teacher", "teacher_last",
-           "rl")
+           "rl", "demo")
 # The copy curriculum's first stage (`python -m experiments.copy_pretrain --out=...`):
 # `curriculum` starts from it (`--config.init_from_hf=DIR` for another place).
 COPY_POLICY = "/tmp/nv2/copy_policy"
@@ -47,8 +47,8 @@ ARMS = "grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo"
 # and gates per split (dev: ids of train words, where the gain target holds) and family,
 # pass@k and distinct passing apps (post-SFT and the end), copy rates and entropies.
 POINT_KEYS = ("split/*", "*_copy/pass_rate", "*_copy/gates_pass", "gates_pass",
-              "pass_at_*", "pass_at_1_tasks", "samples_per_request", "distinct_passing_mean", "sampled_*",
-              "copy/*/copied_*", "copy/*/entropy_*")
+              "pass_at_*", "pass_at_1_tasks", "samples_per_request",
+              "distinct_passing_mean", "sampled_*", "copy/*/copied_*", "copy/*/entropy_*")
 
 
 def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
@@ -59,11 +59,11 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
   (stage 2: the apps and `echo_short_copy` from the copy-pretrained policy), "labels"
   (stage 2 continued with the label drill `echo_label_copy`), "teacher" (SFT of the
   five families from `APPS_POLICY` on an imperfect teacher's references, `TEACHER`),
-  "teacher_last" (the same with the ids closing each request, `TEACHER_LAST`) and "rl"
-  (the
-  study: RL from the packed SFT policy, `SFT_POLICY`,
-  with dynamic sampling and flat groups dropped; `python -m rcca_jax.study` runs
-  `ARMS`, one shared start, the seeds differing in RL prompts and sampling)."""
+  "teacher_last" (the same with the ids closing each request, `TEACHER_LAST`), "rl"
+  (the study: RL from the packed SFT policy, `SFT_POLICY`, with dynamic sampling and
+  flat groups dropped; `python -m rcca_jax.study` runs `ARMS`, one shared start, the
+  seeds differing in RL prompts and sampling) and "demo" (`make demo-natural`: one
+  arm of "rl", 50 steps, evaluated every 25)."""
   if preset not in PRESETS:
     raise ValueError(f"preset {preset!r}: expected one of {PRESETS}")
   config = sections.defaults_config()
@@ -110,7 +110,7 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     config.sft.num_steps = 2000
     config.sft.optimizer.update(learning_rate=1e-3, warmup_steps=50)
     config.eval.every_sft_steps = 500
-  if preset == "rl":
+  if preset in ("rl", "demo"):
     config.init_from_hf = SFT_POLICY
     # The curriculum's SFT families (the apps and its two drills), the requests of the
     # teacher_last SFT (ids last; half insist on them).
@@ -124,8 +124,8 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     config.data.fresh.update(train_per_family=2000, dev_per_family=12,
                              novel_dev_per_family=6)
     config.eval.every_rl_steps = 25
-    # pass@1/4/8/16 from 16 samples per dev request at RL's start and end.
-    config.eval.end_samples_per_request = 16
+    if preset == "rl":  # pass@1/4/8/16 from 16 samples per dev request at RL's start and end
+      config.eval.end_samples_per_request = 16
     config.rl.update(num_steps=200, flat_groups="drop", resample_flat_rounds=3)
     # The pilot from the packed policy (GRPO, one seed): at 1e-4 greedy dev pass on
     # train-word ids rose 0.18 -> 0.33 in 60 steps (README, seventh session); 1e-3
@@ -137,4 +137,9 @@ def get_config(preset: str = "pilot") -> ml_collections.ConfigDict:
     config.ablation = ml_collections.ConfigDict(dict(arms=ARMS, bootstrap=2000,
                                                      shared_sft=True,
                                                      point_keys=POINT_KEYS))
+  if preset == "demo":
+    # The study's GRPO arm, seed 0, for 50 steps: greedy dev pass and the splits at
+    # RL steps 0, 25 and 50 (no sampled pass@k: minutes the demo does without).
+    config.rl.policy_loss = "grpo"
+    config.rl.num_steps = 50
   return config

@@ -195,7 +195,7 @@ class DevEvaluation:
     before, after = before[-1], after[-1]
     plot = outcome_lib.plot_curves(rows, os.path.join(self.workdir, "curves.png"))
     ev = os.path.join(self.workdir, "eval")
-    lines = ["", outcome_lib.table(before, after), "",
+    lines = ["", outcome_lib.table(before, after), "", outcome_lib.pass_curve(rows), "",
              f"credit reports: {ev}/sft_{before['step']:06d}/report.html, "
              f"{ev}/rl_{after['step']:06d}/report.html",
              f"learning curves: {plot}",

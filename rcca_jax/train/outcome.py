@@ -52,13 +52,38 @@ def groups(row: Mapping[str, Any]) -> list[str]:
                 if k.endswith("/pass_rate") and k.count("/") == 1)
 
 
+def splits(row: Mapping[str, Any]) -> list[str]:
+  """The request splits of an eval row (`split/SPLIT/pass_rate` keys: the copying
+  families' dev and novel-word requests)."""
+  return sorted(k.split("/")[1] for k in row
+                if k.startswith("split/") and k.endswith("/pass_rate"))
+
+
+def pass_curve(rows: Sequence[Mapping[str, Any]]) -> str:
+  """Markdown: the dev pass rate (and per split) at the post-SFT evaluation (RL step 0)
+  and at every RL evaluation."""
+  before, after = eval_rows(rows, "sft"), eval_rows(rows, "rl")
+  points = [(0, before[-1])] if before else []
+  points += [(int(r["step"]), r) for r in after]
+  if not points:
+    return ""
+  names = [("all", "pass_rate")] + [(f"split {n}", f"split/{n}/pass_rate")
+                                    for n in splits(points[-1][1])]
+  lines = [_cells(["pass rate by RL step", *(str(step) for step, _ in points)]),
+           _cells(["---"] * (len(points) + 1))]
+  for label, key in names:
+    lines.append(_cells([label, *(f"{r.get(key, float('nan')):.3f}" for _, r in points)]))
+  return "\n".join(lines)
+
+
 def _cells(values: Sequence[str]) -> str:
   return "| " + " | ".join(values) + " |"
 
 
 def table(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
   """Markdown: the two evaluations' reward, gate rates and pass rate, then per family
-  (one row per request in a controlled setting with one task per family)."""
+  (one row per request in a controlled setting with one task per family) and per
+  request split."""
   lines = [_cells(["dev evaluation", *(c for c, _ in COLUMNS)]),
            _cells(["---"] * (len(COLUMNS) + 1))]
   for label, row in ((f"after SFT step {before['step']}", before),
@@ -70,6 +95,13 @@ def table(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     for g in names:
       lines.append(_cells([g, *(f"{before.get(f'{g}/{m}', float('nan')):.2f} -> "
                                 f"{after.get(f'{g}/{m}', float('nan')):.2f}"
+                                for m in GROUP_METRICS)]))
+  names = splits(after)
+  if names:
+    lines += ["", _cells(["split", "reward", "gates", "pass"]), _cells(["---"] * 4)]
+    for n in names:
+      lines.append(_cells([n, *(f"{before.get(f'split/{n}/{m}', float('nan')):.2f} -> "
+                                f"{after.get(f'split/{n}/{m}', float('nan')):.2f}"
                                 for m in GROUP_METRICS)]))
   return "\n".join(lines)
 

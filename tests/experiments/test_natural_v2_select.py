@@ -15,6 +15,7 @@ from rcca_jax.sampling import generate
 from rcca_jax.study import ablation
 from rcca_jax.study import ablation_report
 from rcca_jax.train import sections
+from rcca_jax.train import workdir_guard
 
 
 def _write(directory, summary, sampled):
@@ -97,6 +98,15 @@ class StudyConfigTest(absltest.TestCase):
     job = sections.job_config(config)
     self.assertEqual((job.eval.samples_per_request, job.eval.end_samples_per_request),
                      (0, 16))
+
+  def test_the_demo_is_the_studys_grpo_arm_shortened(self):
+    demo = natural_v2.get_config("demo")
+    grpo = ablation.arm_config(natural_v2.get_config("rl"), 0, "grpo")
+    changes = workdir_guard.config_changes(grpo.to_dict(), demo.to_dict())
+    self.assertEqual([(name, old, new) for name, old, new in changes],
+                     [("eval.after_sft", False, True),
+                      ("eval.end_samples_per_request", 16, -1),
+                      ("rl.num_steps", 200, 50)])
 
 
 class PackedPolicyTest(absltest.TestCase):

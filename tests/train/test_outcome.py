@@ -53,6 +53,25 @@ class TableAndPlotTest(absltest.TestCase):
     self.assertIn("| b | 0.70 -> 0.70 | 0.80 -> 0.80 | 0.00 -> 1.00 |", lines)
     self.assertEqual(outcome.groups(after), ["a", "b"])
 
+  def test_splits_in_the_table_and_the_pass_curve(self):
+    splits = {"split/dev/reward_mean": 0.4, "split/dev/gates_pass": 0.85,
+              "split/dev/pass_rate": 0.2, "split/novel/reward_mean": 0.2,
+              "split/novel/gates_pass": 0.7, "split/novel/pass_rate": 0.0}
+    before = dict(POST_SFT, **splits)
+    mid = _rl_eval(25, **{**splits, "split/dev/pass_rate": 0.3, "pass_rate": 0.2})
+    after = _rl_eval(50, **{**splits, "split/dev/pass_rate": 0.35, "pass_rate": 0.25})
+    self.assertEqual(outcome.splits(after), ["dev", "novel"])
+    lines = outcome.table(before, after).splitlines()
+    self.assertIn("| dev | 0.40 -> 0.40 | 0.85 -> 0.85 | 0.20 -> 0.35 |", lines)
+    self.assertIn("| novel | 0.20 -> 0.20 | 0.70 -> 0.70 | 0.00 -> 0.00 |", lines)
+    rows = [before, {"stage": "rl", "step": 1, "pass_rate": 0.1}, mid, after]
+    self.assertEqual(outcome.pass_curve(rows).splitlines(), [
+        "| pass rate by RL step | 0 | 25 | 50 |", "| --- | --- | --- | --- |",
+        "| all | 0.000 | 0.200 | 0.250 |", "| split dev | 0.200 | 0.300 | 0.350 |",
+        "| split novel | 0.000 | 0.000 | 0.000 |"])
+    self.assertEqual(outcome.pass_curve([]), "")
+    self.assertNotIn("split", outcome.table(POST_SFT, _rl_eval(16)))
+
   def test_plot_is_a_png(self):
     rows = [POST_SFT, {"stage": "rl", "step": 1, "reward_mean": 0.5, "pass_rate": 0.1},
             {"stage": "rl", "step": 2, "reward_mean": 0.7, "pass_rate": 0.3},
