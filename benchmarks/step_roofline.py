@@ -35,6 +35,7 @@ still ratios of the same load).
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib
 import json
 import os
@@ -52,6 +53,7 @@ import numpy as np
 
 from flax import nnx
 
+from rcca_jax.data import batching
 from rcca_jax.models import families
 from rcca_jax.models import llama_checkpoint
 from rcca_jax.rl import logprobs as logprobs_lib
@@ -127,14 +129,18 @@ def model_flops(cfg: Any, n_matmul: int, rows: int, length: int, train: bool) ->
 
 
 def trainer_rl_batch(job: Any, lengths: list[tuple[int, int]], max_len: int, vocab: int,
-                     rng: np.random.Generator) -> dict[str, Any]:
-  """The trainer's RL batch (`rollouts.rl_batch`) of rollouts of `lengths`, with the
-  job's `rl.length_bucket` where this tree has one."""
-  items = []
-  for i, (p, n) in enumerate(lengths):
+                     rng: np.random.Generator, shared_prefix: bool = False
+                     ) -> dict[str, Any]:
+  """The trainer's RL batch (`rollouts.rl_batch`) of rollouts of `lengths` (each
+  group's prompt one draw, of its first row's length), with the job's
+  `rl.length_bucket` where this tree has one; with `shared_prefix`, each group's
+  prompt stored once (`rl.shared_prefix`, where this tree has it)."""
+  items, group = [], job.rl.group_size
+  prompts = {i // group: [int(t) for t in rng.integers(3, vocab, p)]
+             for i, (p, _) in enumerate(lengths) if i % group == 0}
+  for i, (_, n) in enumerate(lengths):
     items.append(rollouts_lib.Rollout(
-        task=None, sample_id=i % job.rl.group_size,
-        prompt=[int(t) for t in rng.integers(3, vocab, p)],
+        task=None, sample_id=i % group, prompt=prompts[i // group],
         tokens=[int(t) for t in rng.integers(3, vocab, n)],
         logprobs=-rng.uniform(0.0, 2.0, n).astype(np.float32), text="",
         offsets=np.zeros((n, 2), np.int64), record={"reward": float(rng.uniform())},
@@ -146,6 +152,8 @@ def trainer_rl_batch(job: Any, lengths: list[tuple[int, int]], max_len: int, voc
   advantages = rollouts_lib.group_advantages(items, job.rl.group_size)
   bucket = getattr(job.rl, "length_bucket", 0)
   extra = {"length_bucket": bucket} if bucket else {}
+  if shared_prefix:
+    extra["shared_prefix"] = (group, job.rl.max_prompt_len)
   batch = rollouts_lib.rl_batch(items, advantages, max_len=max_len, pad_id=0, **extra)
   return {k: jnp.asarray(v) for k, v in batch.items()}
 
@@ -307,8 +315,10 @@ def main(argv: list[str] | None = None) -> int:
   rl_step = jax.jit(train_step.make_train_step(fmodel, objective, opt,
                                                train_step.StepConfig()))
 
-  def rl_phases(name: str, rl_batch: dict[str, Any]) -> None:
+  def rl_phases(name: str, rl_batch: dict[str, Any], rl_step=rl_step) -> None:
     b, length = rl_batch["input_ids"].shape
+    if "prompt_ids" in rl_batch:  # the shared prompts' tokens, once per group
+      length += rl_batch["prompt_ids"].size // b
     report(f"rl log-probs{name}", b * length,
            xla_flops(logp, state.params, state.model_state, rl_batch),
            model_flops(cfg, n_matmul, b, length, False),
@@ -331,9 +341,16 @@ def main(argv: list[str] | None = None) -> int:
   lengths = ([tuple(int(x) for x in pair.split(":")) for pair in args.rl_lengths.split(",")]
              if args.rl_lengths else NATURAL_V2_ROUND)
   max_len = args.rl_max_len or job.rl.max_prompt_len + job.rl.max_new_tokens
+  twin = copy.deepcopy(rng)  # the same rollouts again, laid out with shared prompts
   trainer_batch = trainer_rl_batch(job, lengths, max_len, cfg.vocab_size, rng)
   real = int(np.asarray(trainer_batch["attention_mask"]).sum())
   rl_phases(" (trainer)", trainer_batch)
+  if hasattr(batching, "prefix_batch"):  # this tree stores a group's prompt once
+    shared = trainer_rl_batch(job, lengths, max_len, cfg.vocab_size, twin,
+                              shared_prefix=True)
+    rl_phases(" (trainer, prefix)", shared, jax.jit(train_step.make_train_step(
+        fmodel, PolicyObjective(LossConfig(policy_loss="grpo"), job.rl.group_size, True),
+        opt, train_step.StepConfig())))
 
   print(f"{args.config}: {n_params / 1e6:.2f}M parameters, {jax.device_count()} device(s),"
         f" measured peak {peak:.1f} GFLOP/s (MLP shape), {peak_logits:.1f} (logits shape)")

@@ -77,6 +77,46 @@ def pack_batch(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[in
   return out
 
 
+def prefix_batch(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], *,
+                 group_size: int, prompt_len: int, response_len: int, pad_id: int = 0,
+                 per_token: Optional[Mapping[str, Sequence[Sequence[float]]]] = None,
+                 per_sequence: Optional[Mapping[str, Sequence[float]]] = None,
+                 token_fill: Optional[Mapping[str, float]] = None
+                 ) -> dict[str, np.ndarray]:
+  """`pack_batch`'s batch with each group's prompt stored once (`rl.shared_prefix`).
+
+  Rows `g * group_size ..` form group g and must share one prompt. `prompt_ids` and
+  `prompt_mask` are [B / group_size, prompt_len], left-padded (every prompt ends in the
+  last column, whose prediction is the first response token's); `input_ids`,
+  `attention_mask`, `loss_mask` (1 on response tokens) and `per_token` arrays are
+  [B, response_len], the responses alone, right-padded; `per_sequence` arrays [B]. A
+  prompt or response longer than its width is an error naming the rows.
+  """
+  if group_size < 1 or len(prompts) % group_size:
+    raise ValueError(f"{len(prompts)} rows are not groups of {group_size}")
+  if len(prompts) != len(responses):
+    raise ValueError(f"{len(prompts)} prompts for {len(responses)} responses")
+  problems = [f"row {i}: its prompt differs from row {i - i % group_size}'s"
+              for i, p in enumerate(prompts) if list(p) != list(prompts[i - i % group_size])]
+  problems += [f"row {i}: {len(p)} prompt tokens > {prompt_len}"
+               for i, p in enumerate(prompts) if len(p) > prompt_len]
+  problems += [f"row {i}: {len(r)} response tokens > {response_len}"
+               for i, r in enumerate(responses) if len(r) > response_len]
+  if problems:
+    raise ValueError("shared-prefix batch: " + "; ".join(problems))
+  out = pack_batch([[]] * len(responses), responses, max_len=response_len, pad_id=pad_id,
+                   per_token=per_token, per_sequence=per_sequence, token_fill=token_fill)
+  groups = len(prompts) // group_size
+  out["prompt_ids"] = np.full((groups, prompt_len), pad_id, np.int32)
+  out["prompt_mask"] = np.zeros((groups, prompt_len), np.float32)
+  for g in range(groups):
+    prompt = list(prompts[g * group_size])
+    if prompt:
+      out["prompt_ids"][g, -len(prompt):] = prompt
+      out["prompt_mask"][g, -len(prompt):] = 1.0
+  return out
+
+
 def bucket_length(longest: int, max_len: int, bucket: int) -> int:
   """A batch's row length: its `longest` row rounded up to a multiple of `bucket`, at
   most `max_len` (`bucket` 0: always `max_len`). A batch of rows up to `longest`

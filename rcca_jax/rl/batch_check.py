@@ -2,7 +2,7 @@
 objective's keys name, in the step's dtypes, or raises naming what is wrong
 (`NonFiniteBatch` for NaN or inf).
 
-The rows themselves are laid out by `data.batching.pack_batch`.
+The rows themselves are laid out by `data.batching.pack_batch` (or `prefix_batch`).
 """
 
 from typing import Any, Mapping
@@ -29,8 +29,9 @@ def numpy_batch(batch: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, np
     raise ValueError(f"input_ids must be an integer [B, L] array, got {ids.dtype} "
                      f"{ids.shape}")
   out = {"input_ids": ids.astype(np.int32)}
+  prompts = _prompts(batch, keys, len(ids))
   for name in keys:
-    if name == "input_ids":
+    if name == "input_ids" or name in prompts:
       continue
     x = np.asarray(batch[name], np.float32)
     want = ids.shape[:1] if name == "advantages" else ids.shape
@@ -38,7 +39,7 @@ def numpy_batch(batch: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, np
       raise ValueError(f"{name} has shape {x.shape}, expected {want}")
     out[name] = x
   mask = out["loss_mask"]
-  if np.any(mask[:, 0]):
+  if np.any(mask[:, 0]) and not prompts:
     raise ValueError("loss_mask[:, 0] must be 0: the first token has no prefix")
   for name, x in out.items():
     if name in ("input_ids", "loss_mask", "attention_mask", "advantages"):
@@ -50,4 +51,19 @@ def numpy_batch(batch: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, np
     if bad.any():
       rows = sorted(set(np.nonzero(bad.reshape(bad.shape[0], -1))[0].tolist()))
       raise NonFiniteBatch(f"{name} has non-finite values in rows {rows}")
-  return out
+  return {**out, **prompts}
+
+
+def _prompts(batch: Mapping[str, Any], keys: tuple[str, ...], rows: int
+             ) -> dict[str, np.ndarray]:
+  """A shared-prefix batch's `prompt_ids` (int32) and `prompt_mask` [G, P], G dividing
+  the B rows (`data.batching.prefix_batch`); {} for a batch without them."""
+  if "prompt_ids" not in keys:
+    return {}
+  ids = np.asarray(batch["prompt_ids"])
+  mask = np.asarray(batch["prompt_mask"], np.float32)
+  if (ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer) or mask.shape != ids.shape
+      or not len(ids) or rows % len(ids)):
+    raise ValueError(f"prompt_ids {ids.dtype} {ids.shape} and prompt_mask {mask.shape} "
+                     f"must be [G, P], integer and float, G dividing the {rows} rows")
+  return {"prompt_ids": ids.astype(np.int32), "prompt_mask": mask}

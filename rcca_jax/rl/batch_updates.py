@@ -49,12 +49,13 @@ class UpdateConfig:
 
 def mini_batch(batch: Mapping[str, np.ndarray], index: int, count: int
                ) -> dict[str, np.ndarray]:
-  """Rows [index * B/count, (index + 1) * B/count) of every entry."""
-  rows = len(batch["input_ids"])
-  if rows % count:
-    raise ValueError(f"a batch of {rows} rows does not split into {count} mini-batches")
-  size = rows // count
-  return {k: v[index * size:(index + 1) * size] for k, v in batch.items()}
+  """Rows [index * B/count, (index + 1) * B/count) of every entry (of a shared-prefix
+  batch's G prompts, [index * G/count, ...): those slices' groups)."""
+  bad = {k: len(v) for k, v in batch.items() if len(v) % count}
+  if bad:
+    raise ValueError(f"a batch of {bad} rows does not split into {count} mini-batches")
+  return {k: v[index * (len(v) // count):(index + 1) * (len(v) // count)]
+          for k, v in batch.items()}
 
 
 def with_logprobs(batch: Mapping[str, np.ndarray], state: Any, *,

@@ -16,6 +16,7 @@ from jax.sharding import Mesh, NamedSharding
 
 from rcca_jax.models import layers
 from rcca_jax.parallel import partitioning
+from rcca_jax.sampling.generate import take_cache_rows
 
 Array = jax.Array
 PyTree = Any
@@ -84,6 +85,44 @@ class FunctionalModel:
     out = model(input_ids, attention_mask=attention_mask, return_aux=True)
     logits, aux = out if isinstance(out, tuple) else (out, {})
     return (*token_logprobs(logits, input_ids, temperature), aux)
+
+  def batch_logprobs(self, params: PyTree, model_state: PyTree,
+                     batch: Mapping[str, Array], logits_chunk: int = 0,
+                     temperature: float = 1.0) -> tuple[Array, Array, Mapping[str, Any]]:
+    """`logprobs` of an RL batch's rows: `prefix_logprobs` when it stores each group's
+    prompt once (`PROMPT_KEYS`: `batching.prefix_batch`), else of `input_ids` whole."""
+    if "prompt_ids" in batch:
+      return self.prefix_logprobs(params, model_state, batch["prompt_ids"],
+                                  batch["prompt_mask"], batch["input_ids"],
+                                  batch["attention_mask"], temperature)
+    return self.logprobs(params, model_state, batch["input_ids"], batch["attention_mask"],
+                         logits_chunk, temperature)
+
+  def prefix_logprobs(self, params: PyTree, model_state: PyTree, prompt_ids: Array,
+                      prompt_mask: Array, input_ids: Array, attention_mask: Array,
+                      temperature: float = 1.0) -> tuple[Array, Array, Mapping[str, Any]]:
+    """Log-probs and entropies [B, R] of responses `input_ids` [B, R] whose groups of
+    B / G rows share the left-padded prompts `prompt_ids` [G, P]: position j is token j
+    given its prompt and tokens < j. Each prompt runs once, into a decoding cache
+    (the model's `init_cache` / cached call) whose rows are repeated for its group; the
+    responses then run over that cache, so the gradient of a prompt's positions is
+    the sum over its group's responses, as when every row carried its prompt. Aux:
+    expert counts of both calls (a prompt's tokens counted once)."""
+    model = self.merge(params, model_state)
+    groups, prompt_len = prompt_ids.shape
+    rows, response_len = input_ids.shape
+    cache = model.init_cache(groups, prompt_len + response_len)
+    prompt_logits, cache, prompt_aux = model(prompt_ids, attention_mask=prompt_mask,
+                                             cache=cache, return_aux=True)
+    per_group = rows // groups
+    cache = take_cache_rows(cache, jnp.arange(rows) // per_group)
+    logits, _, aux = model(input_ids, attention_mask=attention_mask, cache=cache,
+                           return_aux=True)
+    logits = jnp.concatenate(
+        [jnp.repeat(prompt_logits[:, -1:], per_group, axis=0), logits[:, :-1]], axis=1)
+    logp, entropy = _target_logprobs(logits, input_ids, temperature)
+    counts = [a["expert_counts"] for a in (prompt_aux, aux) if "expert_counts" in a]
+    return logp, entropy, {"expert_counts": sum(counts)} if counts else {}
 
   def shardings(self, mesh: Mesh) -> tuple[PyTree, PyTree]:
     """NamedShardings of (params, model_state) from the logical-axis metadata."""

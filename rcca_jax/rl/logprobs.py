@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rcca_jax.rl import train_step
+from rcca_jax.rl.objective import PROMPT_KEYS
 
 Array = jax.Array
 PyTree = Any
@@ -51,13 +52,14 @@ def make_logprob_fn(fmodel: train_step.FunctionalModel, micro_batches: int = 1, 
         x, PartitionSpec(*batch_spec, *([None] * (x.ndim - 1))))
 
   def fn(params, model_state, batch):
+    prompts = {k: batch[k] for k in PROMPT_KEYS if k in batch}
     batch = {k: batch[k] for k in LOGPROB_KEYS}
     micro = train_step.split_micro_batches(batch, micro_batches)
 
     def body(_, mb):
-      mb = {k: constrain(x) for k, x in mb.items()}
-      logp, entropy, _ = fmodel.logprobs(params, model_state, mb["input_ids"],
-                                         mb["attention_mask"], logits_chunk, temperature)
+      mb = {**{k: constrain(x) for k, x in mb.items()}, **prompts}
+      logp, entropy, _ = fmodel.batch_logprobs(params, model_state, mb, logits_chunk,
+                                               temperature)
       keep = mb["loss_mask"] > 0
       out = jnp.where(keep, logp, 0.0)
       return None, (out, jnp.where(keep, entropy, 0.0)) if with_entropy else out
@@ -86,16 +88,23 @@ def compile_logprob_fn(fmodel: train_step.FunctionalModel,
                        temperature=config.temperature, batch_spec=spec,
                        with_entropy=with_entropy)
   params_sh, rest_sh = fmodel.shardings(mesh)
-  batch_sh = NamedSharding(mesh, spec)
-  jitted = jax.jit(fn, in_shardings=(params_sh, rest_sh,
-                                     {k: batch_sh for k in LOGPROB_KEYS}),
-                   out_shardings=(batch_sh, batch_sh) if with_entropy else batch_sh)
+  batch_sh, replicated = NamedSharding(mesh, spec), NamedSharding(mesh, PartitionSpec())
+  programs = {}  # one per batch layout: rows alone, or with shared prompts
+
+  def jitted_for(keys):
+    if keys not in programs:
+      programs[keys] = jax.jit(
+          fn, in_shardings=(params_sh, rest_sh, {
+              k: replicated if k in PROMPT_KEYS else batch_sh for k in keys}),
+          out_shardings=(batch_sh, batch_sh) if with_entropy else batch_sh)
+    return programs[keys]
 
   def run(params, model_state, batch):
+    keys = LOGPROB_KEYS + tuple(k for k in PROMPT_KEYS if k in batch)
     with jax.set_mesh(mesh):
-      return jitted(params, model_state, {k: batch[k] for k in LOGPROB_KEYS})
+      return jitted_for(keys)(params, model_state, {k: batch[k] for k in keys})
 
-  run.jitted = jitted
+  run.jitted = jitted_for(LOGPROB_KEYS)
   return run
 
 

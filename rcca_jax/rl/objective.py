@@ -48,6 +48,9 @@ _BUCKET_ATOL = 1e-3
 
 RL_KEYS = ("input_ids", "attention_mask", "loss_mask", "old_logp", "advantages",
            "wbar")
+# A batch that stores each group's prompt once (`rl.shared_prefix`,
+# `batching.prefix_batch`) adds these; its row arrays then hold the responses alone.
+PROMPT_KEYS = ("prompt_ids", "prompt_mask")
 
 
 # ---- configuration -----------------------------------------------------------------
@@ -454,13 +457,16 @@ class Objective(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class PolicyObjective:
-  """The RL objective of `loss` on an RL batch (layout: `rl.train_step`)."""
+  """The RL objective of `loss` on an RL batch (layout: `rl.train_step`; with
+  `shared_prefix`, each group's prompt stored once)."""
   loss: LossConfig
   group_size: int
+  shared_prefix: bool = False
 
   @property
   def keys(self) -> tuple[str, ...]:
-    return RL_KEYS + (("ref_logp",) if self.loss.kl_beta else ())
+    return (RL_KEYS + (("ref_logp",) if self.loss.kl_beta else ())
+            + (PROMPT_KEYS if self.shared_prefix else ()))
 
   def denominator(self, batch):
     return loss_denominator(batch["loss_mask"], self.loss.aggregation)

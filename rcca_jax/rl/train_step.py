@@ -38,6 +38,7 @@ from rcca_jax.rl.batch_check import numpy_batch  # noqa: F401
 from rcca_jax.rl.functional import (  # noqa: F401
     CORRECTION_BIAS_NAMES, FunctionalModel, chunked_token_logprobs, token_logprobs)
 from rcca_jax.rl.objective import RL_KEYS, Objective, PolicyObjective  # noqa: F401
+from rcca_jax.rl.objective import PROMPT_KEYS
 from rcca_jax.rl.objective import finalize_stats, merge_stats
 
 Array = jax.Array
@@ -112,9 +113,8 @@ def make_gradient_fn(fmodel: FunctionalModel, objective: Objective,
   """
 
   def loss_fn(params, model_state, batch, denominator):
-    logp, entropy, aux = fmodel.logprobs(params, model_state, batch["input_ids"],
-                                         batch["attention_mask"], logits_chunk,
-                                         temperature)
+    logp, entropy, aux = fmodel.batch_logprobs(params, model_state, batch, logits_chunk,
+                                               temperature)
     numerator, stats = objective.terms(logp, entropy, batch)
     return numerator / denominator, (stats, expert_counts(aux))
 
@@ -134,19 +134,22 @@ def make_gradient_fn(fmodel: FunctionalModel, objective: Objective,
   def gradients(params, model_state, batch):
     batch = {name: batch[name] for name in objective.keys}
     denominator = objective.denominator(batch)
+    # Shared prompts go whole to every micro-batch (whose strided rows keep their
+    # groups in order: `split_micro_batches`); the rows are split.
+    prompts = {k: batch.pop(k) for k in PROMPT_KEYS if k in batch}
     micro = split_micro_batches(batch, micro_batches)
 
     def body(carry, mb):
       grads_acc, loss_acc, stats_acc, counts_acc = carry
-      (loss, (stats, counts)), grads = grad_fn(params, model_state, constrain(mb),
-                                               denominator)
+      (loss, (stats, counts)), grads = grad_fn(params, model_state,
+                                               {**constrain(mb), **prompts}, denominator)
       grads_acc = shard_like_params(
           jax.tree.map(lambda a, g: a + g.astype(a.dtype), grads_acc, grads))
       counts_acc = jax.tree.map(jnp.add, counts_acc, counts)
       return (grads_acc, loss_acc + loss, merge_stats(stats_acc, stats),
               counts_acc), None
 
-    first = jax.tree.map(lambda x: x[0], micro)
+    first = {**jax.tree.map(lambda x: x[0], micro), **prompts}
     _, (stats_shape, counts_shape) = jax.eval_shape(
         loss_fn, params, model_state, first, denominator)
     init = (shard_like_params(
@@ -258,8 +261,9 @@ def compile_step(step: Callable, batch_keys: Sequence[str],
   replicated) and traced under that mesh."""
   if mesh is None:
     return jax.jit(step, donate_argnums=0)
-  batch_sh = {k: NamedSharding(mesh, batch_partition_spec(mesh)) for k in batch_keys}
   replicated = NamedSharding(mesh, PartitionSpec())
+  batch_sh = {k: replicated if k in PROMPT_KEYS else
+              NamedSharding(mesh, batch_partition_spec(mesh)) for k in batch_keys}
   jitted = jax.jit(step, in_shardings=(shardings, batch_sh),
                    out_shardings=(shardings, replicated), donate_argnums=0)
 

@@ -301,7 +301,7 @@ def _decode(graphdef, params, cache, last_tokens, row_keys, finished, start, sto
 
 
 @functools.partial(jax.jit, donate_argnames=("cache",))
-def _take_rows(cache, picked):
+def take_cache_rows(cache, picked):
   """The cache of rows `picked` (every per-row state gathered along its row axis;
   shared ones, such as a scalar index, kept)."""
   batch = cache.slot_mask.shape[0]
@@ -430,7 +430,7 @@ def _decode_compacting(graphdef, params, cache, last, row_keys, finished, rows: 
     if len(active) <= stop_below:
       size = batch_bucket(len(active))
       picked = np.concatenate([active, np.flatnonzero(done)[:size - len(active)]])
-      cache = _take_rows(cache, jnp.asarray(picked))
+      cache = take_cache_rows(cache, jnp.asarray(picked))
       last, row_keys = jnp.take(last, picked, axis=0), jnp.take(row_keys, picked, axis=0)
       done = np.arange(size) >= len(active)  # the filler rows take no part
       ids = ids[picked]

@@ -263,6 +263,9 @@ def _check_batches(c: _Collector, num_devices: int) -> None:
     c.add(f"rl.prompts_per_step={prompts} is not divisible by rl.mini_batches={minis} "
           "(each mini-batch holds whole groups)")
     return
+  if c.get("rl.shared_prefix") and group % micro:
+    c.add(f"rl.shared_prefix: rl.group_size={group} is not divisible by "
+          f"micro_batches={micro} (each micro-batch holds a share of every group)")
   rows = prompts * group // minis
   if rows % (micro * ways):  # (else a sharding constraint replicates a micro-batch)
     c.add(f"rl.mini_batches={minis}: a mini-batch of rl.prompts_per_step x "

@@ -226,7 +226,7 @@ class Programs:
     with `rl.recompute_old_logprobs` and, with a KL term, the reference (`reference`:
     a saved one is `reference_state(rl.reference)`, `Checkpoints.reference_state`)."""
     r = self.job.rl
-    objective = train_step.PolicyObjective(loss, r.group_size)
+    objective = train_step.PolicyObjective(loss, r.group_size, r.shared_prefix)
     reference = None  # no reference is held without a KL term
     if loss.kl_beta > 0:
       saved = None if self.names_pretrained_reference() else reference_state(r.reference)

@@ -297,13 +297,17 @@ def group_advantages(rollouts: Sequence[Rollout], group_size: int,
 
 def rl_batch(rollouts: Sequence[Rollout], advantages: np.ndarray, *, max_len: int,
              pad_id: int, in_loss: np.ndarray | None = None,
-             length_bucket: int = 0) -> dict[str, np.ndarray]:
+             length_bucket: int = 0, shared_prefix: tuple[int, int] | None = None
+             ) -> dict[str, np.ndarray]:
   """The train step's batch (docs/contracts.md#rl-batch-layout) with the rollouts'
   `advantages` (`group_advantages`).
 
   Rows are `max_len` long, or with `length_bucket` (`rl.length_bucket`) the longest
   row of the step (over every process: a collective then) rounded up to a multiple of
-  it (`batching.bucket_length`): the train step compiles once per length used.
+  it (`batching.bucket_length`): the train step compiles once per length used. With
+  `shared_prefix` = (group_size, max_prompt_len) (`rl.shared_prefix`), each group's
+  prompt is stored once (`batching.prefix_batch`), prompts and responses each bucketed
+  so (responses at most `max_len - max_prompt_len`).
 
   A row leaves the loss (zero loss mask; it keeps its place, the batch shape is fixed)
   when its response has no reward (all rubrics ungraded, or unscorable) or `in_loss`
@@ -312,20 +316,36 @@ def rl_batch(rollouts: Sequence[Rollout], advantages: np.ndarray, *, max_len: in
   kept = np.asarray([r.reward is not None for r in rollouts])
   if in_loss is not None:
     kept &= in_loss
-  width = max_len
-  if length_bucket:
-    longest = max((len(r.prompt) + len(r.tokens) for r in rollouts), default=0)
-    if multihost.is_multi_process():
-      longest = max(multihost.allgather_json(longest))
-    width = batching.bucket_length(longest, max_len, length_bucket)
-  batch = batching.pack_batch(
-      [r.prompt for r in rollouts], [r.tokens for r in rollouts], max_len=width,
-      pad_id=pad_id,
-      per_token={"old_logp": [r.logprobs for r in rollouts],
-                 "wbar": [r.wbar for r in rollouts]},
-      per_sequence={"advantages": advantages}, token_fill={"wbar": 1.0})
+  layout = dict(pad_id=pad_id,
+                per_token={"old_logp": [r.logprobs for r in rollouts],
+                           "wbar": [r.wbar for r in rollouts]},
+                per_sequence={"advantages": advantages}, token_fill={"wbar": 1.0})
+  prompts, responses = [r.prompt for r in rollouts], [r.tokens for r in rollouts]
+  if shared_prefix:
+    group_size, max_prompt = shared_prefix
+    prompt_len, response_len = (
+        _width([len(p) for p in prompts], max_prompt, length_bucket),
+        _width([len(t) for t in responses], max_len - max_prompt, length_bucket))
+    batch = batching.prefix_batch(prompts, responses, group_size=group_size,
+                                  prompt_len=prompt_len, response_len=response_len,
+                                  **layout)
+  else:
+    width = _width([len(p) + len(t) for p, t in zip(prompts, responses)], max_len,
+                   length_bucket)
+    batch = batching.pack_batch(prompts, responses, max_len=width, **layout)
   batch["loss_mask"][~kept] = 0.0
   return batch
+
+
+def _width(lengths: Sequence[int], max_len: int, bucket: int) -> int:
+  """`max_len`, or with `bucket` the longest of `lengths` (over every process: a
+  collective then) rounded up to a multiple of it (`batching.bucket_length`)."""
+  if not bucket:
+    return max_len
+  longest = max(lengths, default=0)
+  if multihost.is_multi_process():
+    longest = max(multihost.allgather_json(longest))
+  return batching.bucket_length(longest, max_len, bucket)
 
 
 def weight_shares(rollouts: Sequence[Rollout]) -> dict[str, float]:

@@ -203,6 +203,10 @@ class RlSection:
   # RL batch rows: the step's longest row rounded up to a multiple of this, at most
   # max_prompt_len + max_new_tokens (0: always that); one compiled shape per length.
   length_bucket: int = 64
+  # Each group's prompt stored and run once in the update and log-prob passes, its
+  # responses over the prompt's decoding cache (`batching.prefix_batch`): the same
+  # loss, without group_size - 1 copies of every prompt's work.
+  shared_prefix: bool = False
   long_prompts: str = "refuse"  # a longer prompt: "refuse" (error) | "skip"
   checkpoint_every: int = 1     # RL steps between checkpoints
   per_family: int = 0           # at most this many tasks per family (0: all)

@@ -3,16 +3,11 @@ the rows are those of the `max_len` batch cut short, the RL step on them gives t
 loss and gradients within float32 rounding, and a run compiles one step per length
 bucket it meets."""
 
-import functools
-
 import jax
 import numpy as np
 from absl.testing import absltest, parameterized
-from flax import nnx
 
 from rcca_jax.data import batching
-from rcca_jax.models import LlamaForCausalLM
-from rcca_jax.models.llama_config import LlamaConfig
 from rcca_jax.rl import logprobs as logprobs_lib
 from rcca_jax.rl import objective as objective_lib
 from rcca_jax.rl import optim
@@ -21,9 +16,6 @@ from rcca_jax.train import rollouts
 from tests.fixtures import rl_fixtures
 
 OPT = optim.OptimizerConfig(learning_rate=1e-3, total_steps=10)
-LLAMA = LlamaConfig(vocab_size=rl_fixtures.VOCAB, hidden_size=32, intermediate_size=64,
-                    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                    max_position_embeddings=128)
 
 
 def _rollouts(lengths, seed: int = 0) -> list[rollouts.Rollout]:
@@ -83,23 +75,6 @@ class BucketLengthTest(absltest.TestCase):
       _batch(_rollouts(LENGTHS), 16, 10)
 
 
-@functools.cache
-def _fmodel(family: str) -> ts.FunctionalModel:
-  if family == "llama":
-    return ts.FunctionalModel(LlamaForCausalLM(LLAMA, rngs=nnx.Rngs(0)))
-  return ts.FunctionalModel(rl_fixtures.small_model())
-
-
-def _reduction_length(family: str, batch) -> int:
-  """`rl_fixtures.reduction_length`, the Llama's written out the same way."""
-  if family != "llama":
-    return rl_fixtures.reduction_length(rl_fixtures.tiny_config(**rl_fixtures.SMALL),
-                                        batch)
-  b, length = batch["input_ids"].shape
-  return (b * length + LLAMA.vocab_size + LLAMA.num_hidden_layers
-          * (LLAMA.hidden_size + length + LLAMA.intermediate_size))
-
-
 class SameStepTest(parameterized.TestCase):
 
   @parameterized.parameters(("llama",), ("ling",))
@@ -123,7 +98,7 @@ class SameStepTest(parameterized.TestCase):
     items = _rollouts(LENGTHS, seed=1)
     config = objective_lib.preset("rcca", kl_beta=0.05)
     objective = ts.PolicyObjective(config, 4)
-    fmodel = _fmodel(family)
+    fmodel = rl_fixtures.functional_model(family)
     fn = jax.jit(ts.make_gradient_fn(fmodel, objective))
     rng = np.random.default_rng(2)
     out, batches = {}, {}
@@ -147,7 +122,7 @@ class SameStepTest(parameterized.TestCase):
     full = batches[0]
     scale = rl_fixtures.gradient_term_scale(fmodel, full, config)
     rl_fixtures.assert_within_rounding(grads1, grads0, scale,
-                                       _reduction_length(family, full))
+                                       rl_fixtures.family_reduction_length(family, full))
     for name in m0:
       np.testing.assert_allclose(m1[name], m0[name], rtol=1e-5, atol=1e-7, err_msg=name)
 
@@ -157,7 +132,7 @@ class CompileCountTest(absltest.TestCase):
   def test_one_step_and_one_logprob_program_per_bucket(self):
     """8 steps whose longest rows fall in 4 buckets of 10 (max_len 40: at most 4)
     compile the train step and the log-prob program 4 times each."""
-    fmodel = _fmodel("llama")
+    fmodel = rl_fixtures.functional_model("llama")
     objective = ts.PolicyObjective(objective_lib.preset("grpo"), 4)
     step, _ = ts.build_step(fmodel, objective, OPT)
     logp = logprobs_lib.compile_logprob_fn(fmodel, ts.StepConfig(), 1)
