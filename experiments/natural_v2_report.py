@@ -103,7 +103,7 @@ def family_rows(summary: Mapping[str, Any]) -> dict[str, dict[str, dict[str, flo
     if not runs:
       continue
     families = sorted(k[:-len("/pass_rate")] for k in runs[0]["post_sft"]
-                      if k.endswith("_copy/pass_rate"))
+                      if k.endswith("_copy/pass_rate") and k.count("/") == 1)
     out[arm] = {f: {"post_sft": float(np.mean([r["post_sft"][f"{f}/pass_rate"]
                                                for r in runs])),
                     "final": float(np.mean([_last(r)[f"{f}/pass_rate"] for r in runs]))}

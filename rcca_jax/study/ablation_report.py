@@ -120,6 +120,8 @@ def collect(workdir: str, arms: Sequence[str], seeds: int, config: Any = None
         continue
       rows = read_rows(arm_dir)
       rl = [r for r in rows if r.get("stage") == "rl"]
+      if not rl:  # not started (a shared SFT has every seed's post-SFT evaluation)
+        continue
       evals = [dict(step=int(r["step"]), rl_seconds=_rl_seconds(rl, int(r["step"])),
                     **_point(r, os.path.join(arm_dir, "eval",
                                              f"rl_{int(r['step']):06d}"), keys))

@@ -209,6 +209,10 @@ class SharedSftTest(absltest.TestCase):
     self.assertEqual([r["post_sft"]["pass_rate"] for r in runs], [0.25, 0.75])
     self.assertEqual(ablation_report.sft_dir_of(workdir, 3, True),
                      os.path.join(workdir, "seed_0", "sft"))
+    # A seed whose run has not started is not a run (seed 2: no RL rows).
+    config.ablation.shared_sft = True
+    runs = ablation_report.collect(workdir, ["grpo"], 3, config)["arms"]["grpo"]
+    self.assertEqual([r["seed"] for r in runs], [0, 1])
 
   def test_rl_key_folds_in_the_seed_only_after_another_seeds_sft(self):
     from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
