@@ -404,8 +404,9 @@ def compare(args: argparse.Namespace) -> int:
   print(f"\nbaseline {args.baseline} vs this tree (best of 2 runs each, interleaved)")
   print(f"{'phase':<24}{'baseline s':>11}{'this s':>9}{'speed-up':>10}")
   for phase, seconds in best["this"].items():
-    print(f"{phase:<24}{best['baseline'][phase]:>11.3f}{seconds:>9.3f}"
-          f"{best['baseline'][phase] / seconds:>9.2f}x")
+    base_s = best["baseline"].get(phase)  # None: a phase the baseline tree lacks
+    print(f"{phase:<24}" + (f"{base_s:>11.3f}" if base_s else f"{'–':>11}")
+          + f"{seconds:>9.3f}" + (f"{base_s / seconds:>9.2f}x" if base_s else ""))
   a = np.asarray(runs["baseline"][0]["sampled_tokens"])
   b = np.asarray(runs["this"][0]["sampled_tokens"])
   print(f"fixed-seed samples: {int((a == b).all(axis=1).sum())} of {len(a)} rows identical")
