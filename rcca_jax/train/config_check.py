@@ -318,6 +318,9 @@ def _check_scale(c: _Collector, num_processes: int) -> None:
           "is per process (one process only)")
   if flat not in flat_groups.FLAT_GROUPS:
     c.add(f"rl.flat_groups={flat!r} must be one of {flat_groups.FLAT_GROUPS}")
+  if c.get("rl.shared_prefix") and num_processes > 1:
+    c.add(f"rl.shared_prefix with {num_processes} processes: the step replicates a "
+          "batch's prompts, and each process holds its own (one process only)")
   overlap = c.get("rl.overlap_steps")
   if overlap not in (0, 1):
     c.add(f"rl.overlap_steps={overlap!r} must be 0 or 1")

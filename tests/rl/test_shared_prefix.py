@@ -105,6 +105,25 @@ class LayoutTest(absltest.TestCase):
     np.testing.assert_array_equal(second["input_ids"], shared["input_ids"][4:])
 
 
+class ConfigTest(absltest.TestCase):
+
+  def test_micro_batches_must_divide_a_group_and_one_process_only(self):
+    from rcca_jax.train import config_check  # pylint: disable=import-outside-toplevel
+    from tests.fixtures.trainer_fixtures import trainer_config  # pylint: disable=import-outside-toplevel
+    config = trainer_config()  # groups of 2, mini-batches of 2, a KL reference
+    config.rl.shared_prefix = True
+    self.assertEqual(config_check.problems(config, num_devices=1), [])
+    config.micro_batches = 4
+    config.rl.prompts_per_step = 4  # mini-batches of 4 rows: whole micro-batches
+    self.assertIn("rl.shared_prefix: rl.group_size=2 is not divisible by "
+                  "micro_batches=4 (each micro-batch holds a share of every group)",
+                  config_check.problems(config, num_devices=1))
+    config.micro_batches = 1
+    self.assertIn("rl.shared_prefix with 2 processes: the step replicates a batch's "
+                  "prompts, and each process holds its own (one process only)",
+                  config_check.problems(config, num_devices=2, num_processes=2))
+
+
 class SameStepTest(parameterized.TestCase):
 
   @parameterized.parameters(("llama", 1), ("ling", 1), ("llama", 2))
