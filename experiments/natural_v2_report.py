@@ -144,8 +144,9 @@ def markdown(rep: Mapping[str, Any]) -> str:
         f"{hi:+.3f}] | {', '.join(f'{g:+.3f}' for g in r['gain_per_seed'])} | "
         f"{_f(r['best'])} | {_f(r['auc'])} |")
   lines += ["", "Sampled pass@k on the same requests (16 samples each at the RL "
-            "temperature), distinct passing apps per request, greedy gates, entropy at "
-            "the first word of each id, novel-word pass:", "",
+            "temperature), distinct passing apps per request (over all dev requests, "
+            "novel-word ones included), greedy gates, entropy at the first word of "
+            "each id, novel-word pass:", "",
             "| arm | pass@1 | pass@4 | pass@16 | distinct passing | gates | entropy w1 | "
             "novel pass |", "|---|---|---|---|---|---|---|---|"]
   for arm, r in rep["arms"].items():
