@@ -23,13 +23,8 @@ def _rollouts(lengths, seed: int = 0) -> list[rollouts.Rollout]:
   rng = np.random.default_rng(seed)
   out = []
   for i, (p, n) in enumerate(lengths):
-    out.append(rollouts.Rollout(
-        task=None, sample_id=i % 4, prompt=[int(t) for t in rng.integers(2, 64, p)],
-        tokens=[int(t) for t in rng.integers(2, 64, n)],
-        logprobs=(np.log(1 / 64) + 0.3 * rng.standard_normal(n)).astype(np.float32),
-        text="", offsets=np.zeros((n, 2), np.int64),
-        record={"reward": float(rng.uniform())},
-        wbar=rng.choice([1.0, 1.5, 3.0], n).astype(np.float32)))
+    prompt = [int(t) for t in rng.integers(2, 64, p)]
+    out.append(rl_fixtures.random_rollout(rng, prompt, n, i % 4))
   return out
 
 

@@ -29,14 +29,7 @@ def _rollouts(seed: int = 0) -> list[rollouts.Rollout]:
   out = []
   for p, lengths in zip(PROMPTS, RESPONSES):
     prompt = [int(t) for t in rng.integers(2, 64, p)]
-    for i, n in enumerate(lengths):
-      out.append(rollouts.Rollout(
-          task=None, sample_id=i, prompt=prompt,
-          tokens=[int(t) for t in rng.integers(2, 64, n)],
-          logprobs=(np.log(1 / 64) + 0.3 * rng.standard_normal(n)).astype(np.float32),
-          text="", offsets=np.zeros((n, 2), np.int64),
-          record={"reward": float(rng.uniform())},
-          wbar=rng.choice([1.0, 1.5, 3.0], n).astype(np.float32)))
+    out += [rl_fixtures.random_rollout(rng, prompt, n, i) for i, n in enumerate(lengths)]
   return out
 
 
