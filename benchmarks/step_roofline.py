@@ -3,11 +3,15 @@
     .venv/bin/python benchmarks/step_roofline.py [--config experiments/natural_v2.py:pilot]
         [--batch 8] [--length 448] [--rl_rows 16] [--prompt 96] [--new 256] [--reps 3]
         [--rl_max_len N] [--rl_lengths P:R,P:R,...] [--policy HF_DIR [--rounds 6]]
-        [--json OUT] [--baseline REF]
+        [--sft_examples 128 --sft_group 0 --sft_bucket 64] [--json OUT] [--baseline REF]
 
 For one config's model it times, in one process: the measured peak (a jitted float32
 matmul of the model's own MLP shape, [batch x length, hidden] @ [hidden, intermediate],
-and its logits shape), an SFT step of `batch` rows of `length` tokens, sampling
+and its logits shape), an SFT step of `batch` rows of `length` tokens, the mean SFT
+step over `sft_examples` of the config's own examples laid out as the tree's trainer
+lays them out (in this tree: `sft.length_grouped` = `sft_group`, 0 for one window of
+all the steps, and `sft.length_bucket` = `sft_bucket`; an older tree pads every row
+to `sft.max_len`; the same examples in every tree), sampling
 `rl_rows` rows (prefill of `prompt` tokens, then `new` decoded tokens, timed as the
 difference of a `new`-token and a 1-token generation), the RL log-prob pass (old
 log-probs; the reference pass costs the same) and the GRPO update of `rl_rows` full
@@ -183,6 +187,48 @@ def natural_v2_rounds(path: str, rounds: int) -> None:
                    rounds=out), f)
 
 
+def sft_examples(path: str, config: str, n: int) -> None:
+  """Writes `n` SFT examples of `config`'s families (train drafts: the chat prompt and
+  the reference app as the trainer tokenizes them, at most `sft.max_len` tokens) to
+  `path` as JSON (token ids and loss masks), so that every tree trains on the same
+  examples. Drawn with this script's own tree."""
+  sys.path.insert(0, REPO)
+  from rcca_jax.data import chat  # pylint: disable=import-outside-toplevel
+  from rcca_jax.data.families import FAMILIES  # pylint: disable=import-outside-toplevel
+  job = sections.job_config(load_config(config))
+  tokenizer = (programs_lib.Programs(job).tokenizer if job.pretrained_source
+               else sections.load_tokenizer(job.data.tokenizer))
+  rng, out = random.Random(0), []
+  while len(out) < n:
+    draft = FAMILIES[rng.choice(list(job.data.families))].draft(rng, "train")
+    ids, mask = chat.format_sft_example(tokenizer, draft.request,
+                                        chat.format_response(draft.reference))
+    if len(ids) <= job.sft.max_len:
+      out.append([list(map(int, ids)), list(map(int, mask))])
+  with open(path, "w") as f:
+    json.dump(dict(max_len=job.sft.max_len, examples=out), f)
+
+
+def sft_steps(examples: list, batch_size: int, max_len: int, group: int,
+              bucket: int) -> list[dict[str, Any]]:
+  """The examples' SFT steps as this tree's trainer lays them out: the stream's batches
+  of `batch_size`, and where the tree has them, grouped by length (`group` steps per
+  window, `sft.length_grouped`) in rows of the step's bucket (`sft.length_bucket`);
+  an older tree pads every row to `max_len`."""
+  steps = len(examples) // batch_size
+  if not hasattr(batching, "grouped_batch_indices"):
+    idx = [list(range(k * batch_size, (k + 1) * batch_size)) for k in range(steps)]
+    return [{k: jnp.asarray(v) for k, v in batching.sft_batch(
+        [examples[i] for i in ix], max_len=max_len, pad_id=0).items()} for ix in idx]
+  lengths = [len(ids) for ids, _ in examples]
+  out = []
+  for k in range(steps):
+    ix = batching.grouped_batch_indices(lengths, batch_size, k, 0, group or steps)
+    out.append({n: jnp.asarray(v) for n, v in batching.sft_batch(
+        [examples[i] for i in ix], max_len=max_len, pad_id=0, bucket=bucket).items()})
+  return out
+
+
 def sft_batch(rng: np.random.Generator, rows: int, length: int, vocab: int,
               prompt: int) -> dict[str, Any]:
   ids = rng.integers(3, vocab, (rows, length)).astype(np.int32)
@@ -215,6 +261,15 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--rounds", type=int, default=6)
   parser.add_argument("--rounds_file", default="",
                       help="the rounds' prompts (JSON, `natural_v2_rounds`; default: drawn)")
+  parser.add_argument("--sft_examples", type=int, default=128,
+                      help="also time SFT steps of `batch` of this many of the config's "
+                           "own examples (0: not), laid out as the tree's trainer does")
+  parser.add_argument("--sft_group", type=int, default=0,
+                      help="sft.length_grouped for them (0: all the steps one window)")
+  parser.add_argument("--sft_bucket", type=int, default=64,
+                      help="sft.length_bucket for them")
+  parser.add_argument("--sft_file", default="",
+                      help="the examples (JSON, `sft_examples`; default: drawn)")
   parser.add_argument("--json", default="")
   parser.add_argument("--baseline", default="",
                       help="a commit: time the same phases there (a git worktree), "
@@ -261,6 +316,23 @@ def main(argv: list[str] | None = None) -> int:
   report("sft step", tokens, xla_flops(sft_step, state, batch),
          model_flops(cfg, n_matmul, args.batch, args.length, True),
          median_seconds(lambda: sft_step(state, batch), args.reps), peak)
+
+  # SFT steps of the config's own examples, laid out by this tree's trainer: the
+  # mean step over the examples (the same examples in every tree).
+  if args.sft_examples:
+    if not args.sft_file:
+      args.sft_file = os.path.join(tempfile.mkdtemp(), "sft_examples.json")
+      sft_examples(args.sft_file, args.config, args.sft_examples)
+    with open(args.sft_file) as f:
+      spec = json.load(f)
+    steps = sft_steps(spec["examples"], args.batch, spec["max_len"], args.sft_group,
+                      args.sft_bucket)
+    def run_steps():
+      return [sft_step(state, b) for b in steps]
+    slots = sum(b["input_ids"].size for b in steps)
+    report(f"sft step ({len(spec['examples'])} examples)", slots // len(steps), 0.0,
+           sum(model_flops(cfg, n_matmul, *b["input_ids"].shape, True) for b in steps)
+           / len(steps), median_seconds(run_steps, args.reps) / len(steps), peak)
 
   # Sampling: prefill and decode.
   prompts = [list(rng.integers(3, cfg.vocab_size, args.prompt)) for _ in range(args.rl_rows)]
@@ -384,6 +456,9 @@ def compare(args: argparse.Namespace) -> int:
     if not args.rounds_file:
       args.rounds_file = os.path.join(base, "rounds.json")
       natural_v2_rounds(args.rounds_file, args.rounds)
+  if args.sft_examples and not args.sft_file:  # the same examples in both trees
+    args.sft_file = os.path.join(base, "sft_examples.json")
+    sft_examples(args.sft_file, args.config, args.sft_examples)
   own = [f"--{name}={value}" for name, value in vars(args).items()
          if name not in ("baseline", "json")]
   script = os.path.abspath(__file__)

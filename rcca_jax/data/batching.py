@@ -1,7 +1,8 @@
 """Host-side batches: the shuffled epoch stream and rows of prompt + response.
 
 `batch_indices` walks an endless stream of per-epoch permutations, so a run that
-resumes at data position k draws the same batches as one that never stopped;
+resumes at data position k draws the same batches as one that never stopped
+(`grouped_batch_indices`: the same stream, batches of similar lengths);
 `pack_batch` lays out right-padded rows in the train step's layout (nothing is cut;
 `bucket_length` picks a batch's row length from its longest row);
 `sft_batch` packs SFT examples with it, one per row, or several per row
@@ -117,6 +118,22 @@ def prefix_batch(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[
   return out
 
 
+def grouped_batch_indices(lengths: Sequence[int], batch_size: int, position: int,
+                          seed: int, group: int) -> list[int]:
+  """Batch `position` of the stream with length grouping: each window of `group`
+  consecutive batches of the shuffled stream (`batch_indices`) is sorted by length and
+  cut into `group` batches of similar lengths, taken in an order shuffled per window.
+  Every example still comes once per epoch; a batch's rows then need little padding
+  (`bucket_length`). `group` <= 1: `batch_indices`."""
+  if group <= 1:
+    return batch_indices(len(lengths), batch_size, position, seed)
+  window, j = divmod(position, group)
+  window_idx = batch_indices(len(lengths), batch_size * group, window, seed)
+  window_idx.sort(key=lambda i: lengths[i])  # stable: ties keep the stream's order
+  k = int(np.random.default_rng([seed, window, group]).permutation(group)[j])
+  return window_idx[k * batch_size:(k + 1) * batch_size]
+
+
 def bucket_length(longest: int, max_len: int, bucket: int) -> int:
   """A batch's row length: its `longest` row rounded up to a multiple of `bucket`, at
   most `max_len` (`bucket` 0: always `max_len`). A batch of rows up to `longest`
@@ -131,15 +148,17 @@ def bucket_length(longest: int, max_len: int, bucket: int) -> int:
 
 
 def sft_batch(examples: Sequence[tuple[Sequence[int], Sequence[int]]], *, max_len: int,
-              pad_id: int) -> dict[str, np.ndarray]:
+              pad_id: int, bucket: int = 0) -> dict[str, np.ndarray]:
   """`pack_batch` of SFT examples `(ids, loss_mask)`, whose mask is 0 over the prompt
-  and 1 over the answer (`chat.format_sft_example`)."""
+  and 1 over the answer (`chat.format_sft_example`); rows of `bucket_length` tokens."""
   prompts, answers = [], []
   for ids, mask in examples:
     start = list(mask).index(1) if 1 in mask else len(ids)
     prompts.append(ids[:start])
     answers.append(ids[start:])
-  return pack_batch(prompts, answers, max_len=max_len, pad_id=pad_id)
+  longest = max((len(ids) for ids, _ in examples), default=0)
+  return pack_batch(prompts, answers, max_len=bucket_length(longest, max_len, bucket),
+                    pad_id=pad_id)
 
 
 def first_fit(lengths: Sequence[int], rows: int, max_len: int) -> Optional[list[list[int]]]:
@@ -200,10 +219,10 @@ def packed_rows(lengths: Sequence[int], batch_size: int, max_len: int, *,
 
 
 def sft_rows(examples: Sequence[tuple[Sequence[int], Sequence[int]]], *, rows: int,
-             max_len: int, pad_id: int) -> dict[str, np.ndarray]:
+             max_len: int, pad_id: int, bucket: int = 0) -> dict[str, np.ndarray]:
   """`packed_sft_batch` into `rows` rows when `rows` > 0 and the examples fit, else
-  `sft_batch` (one example per row)."""
+  `sft_batch` (one example per row, `bucket`: its row length)."""
   batch = (packed_sft_batch(examples, rows=rows, max_len=max_len, pad_id=pad_id)
            if 0 < rows < len(examples) else None)
   return batch if batch is not None else sft_batch(examples, max_len=max_len,
-                                                   pad_id=pad_id)
+                                                   pad_id=pad_id, bucket=bucket)

@@ -280,6 +280,8 @@ def _check_rl(c: _Collector, mode: str) -> None:
   c.integer("logits_chunk", 0)
   c.integer("rl.unscorable_retries", 0)
   c.integer("rl.length_bucket", 0)
+  c.integer("sft.length_bucket", 0)
+  c.integer("sft.length_grouped", 0)
   c.integer("max_nonfinite_in_row", 0)
   temperature = c.get("rl.temperature")
   if not (isinstance(temperature, (int, float)) and 0 < temperature < math.inf):

@@ -272,13 +272,15 @@ class Programs:
     return rows
 
   def sft_batch(self, examples: list, rows: int, step: int) -> dict[str, np.ndarray]:
-    """SFT step `step`'s batch, this process's share: the seed's `batch_indices` of
-    `examples` laid out by `batching.sft_rows` (`rows`: `packed_rows`)."""
+    """SFT step `step`'s batch, this process's share: the seed's
+    `grouped_batch_indices` of `examples` (`sft.length_grouped`) laid out by
+    `batching.sft_rows` (`rows`: `packed_rows`; `sft.length_bucket`)."""
     s = self.job.sft
-    idx = batching.batch_indices(len(examples), s.batch_size, step, self.job.seed)
+    idx = batching.grouped_batch_indices([len(ids) for ids, _ in examples], s.batch_size,
+                                         step, self.job.seed, s.length_grouped)
     return multihost.local_share(batching.sft_rows(
-        [examples[i] for i in idx], rows=rows, max_len=s.max_len, pad_id=self.pad_id),
-        self.mesh)
+        [examples[i] for i in idx], rows=rows, max_len=s.max_len, pad_id=self.pad_id,
+        bucket=s.length_bucket), self.mesh)
 
   def copy_metrics(self, state, tasks: list) -> dict[str, Any]:
     """The teacher-forced copy metrics of the copying families' `tasks`

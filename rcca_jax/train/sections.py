@@ -185,6 +185,13 @@ class SftSection:
   # Several examples per row where they fit (`batching.packed_sft_batch`; dense models):
   # the same examples and loss per step on fewer rows (docs/performance.md).
   pack: bool = False
+  # Rows (one example each) padded to the step's longest example rounded up to a
+  # multiple of this, at most max_len (0: always max_len); one compiled shape per length.
+  length_bucket: int = 0
+  # Windows of this many steps' examples sorted by length and cut into steps of similar
+  # lengths (`batching.grouped_batch_indices`; 0: off): little padding with
+  # `length_bucket`, every example once per epoch, but not the same steps' examples.
+  length_grouped: int = 0
   # `total_steps` when absent: the stage's length, `num_steps` (`optimizer_config`).
   optimizer: optim.OptimizerConfig = _typed(optim.OptimizerConfig, _sft_optimizer,
                                             derived=STAGE_LENGTH)

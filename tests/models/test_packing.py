@@ -12,8 +12,8 @@ from rcca_jax.data import batching
 from rcca_jax.models import LlamaForCausalLM
 from rcca_jax.models import llama
 from rcca_jax.models.llama_config import LlamaConfig
-from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
+from tests.fixtures import rl_fixtures
 
 # Per position the packed and the one-per-row forward do the same arithmetic, except
 # that XLA may block the [T, T] attention and the matmuls differently for the two row
@@ -99,15 +99,8 @@ class PackedStepTest(absltest.TestCase):
 
   def test_sft_loss_and_gradients_match_one_example_per_row(self):
     fmodel = train_step.FunctionalModel(_model())
-    objective = sft_lib.NextTokenObjective()
+    loss = rl_fixtures.sft_loss_fn(fmodel)
     examples = _examples(np.random.default_rng(2), (20, 9, 15, 26, 12, 18))
-
-    def loss(params, batch):
-      batch = {k: jnp.asarray(v) for k, v in batch.items()}
-      logp, entropy, _ = fmodel.logprobs(params, fmodel.model_state, batch["input_ids"],
-                                         batch["attention_mask"])
-      numerator, _ = objective.terms(logp, entropy, batch)
-      return numerator / objective.denominator(batch)
 
     plain = batching.sft_batch(examples, max_len=32, pad_id=0)
     packed = batching.packed_sft_batch(examples, rows=4, max_len=32, pad_id=0)
