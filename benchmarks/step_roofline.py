@@ -3,11 +3,12 @@
     .venv/bin/python benchmarks/step_roofline.py [--config experiments/natural_v2.py:pilot]
         [--batch 8] [--length 448] [--rl_rows 16] [--prompt 96] [--new 256] [--reps 3]
         [--rl_max_len N] [--rl_lengths P:R,P:R,...] [--policy HF_DIR [--rounds 6]]
-        [--sft_examples 128 --sft_group 0 --sft_bucket 64] [--json OUT] [--baseline REF]
+        [--sft_examples 128 --sft_group 0 --sft_bucket 64] [--no_rl] [--json OUT]
+        [--baseline REF]
 
 For one config's model it times, in one process: the measured peak (a jitted float32
-matmul of the model's own MLP shape, [batch x length, hidden] @ [hidden, intermediate],
-and its logits shape), an SFT step of `batch` rows of `length` tokens, the mean SFT
+matmul of the model's own MLP shape, [batch x length, hidden] @ [hidden, intermediate]
+with at least 4,096 rows, and its logits shape; the best of 10), an SFT step of `batch` rows of `length` tokens, the mean SFT
 step over `sft_examples` of the config's own examples laid out as the tree's trainer
 lays them out (in this tree: `sft.length_grouped` = `sft_group`, 0 for one window of
 all the steps, and `sft.length_bucket` = `sft_bucket`; an older tree pads every row
@@ -113,12 +114,24 @@ def median_seconds(fn: Callable[[], Any], reps: int) -> float:
   return statistics.median(times)
 
 
-def peak_gflops(rows: int, k: int, n: int, reps: int) -> float:
-  """GFLOP/s of a jitted float32 [rows, k] @ [k, n] matmul."""
+PEAK_ROWS, PEAK_REPS = 4096, 10
+
+
+def peak_gflops(rows: int, k: int, n: int) -> float:
+  """GFLOP/s of a jitted float32 [rows, k] @ [k, n] matmul, `rows` at least PEAK_ROWS
+  (fewer rows leave the cores idle part of the time), the best of PEAK_REPS: a peak,
+  which noise from other processes can only lower."""
+  rows = max(rows, PEAK_ROWS)
   a = jnp.asarray(np.random.default_rng(0).standard_normal((rows, k)), jnp.float32)
   b = jnp.asarray(np.random.default_rng(1).standard_normal((k, n)), jnp.float32)
   f = jax.jit(jnp.matmul)
-  return 2.0 * rows * k * n / median_seconds(lambda: f(a, b), reps) / 1e9
+  jax.block_until_ready(f(a, b))
+  best = float("inf")
+  for _ in range(PEAK_REPS):
+    t0 = time.perf_counter()
+    jax.block_until_ready(f(a, b))
+    best = min(best, time.perf_counter() - t0)
+  return 2.0 * rows * k * n / best / 1e9
 
 
 def model_flops(cfg: Any, n_matmul: int, rows: int, length: int, train: bool) -> float:
@@ -270,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                       help="sft.length_bucket for them")
   parser.add_argument("--sft_file", default="",
                       help="the examples (JSON, `sft_examples`; default: drawn)")
+  parser.add_argument("--no_rl", action="store_true",
+                      help="leave out the RL log-prob and update phases (a large model's)")
   parser.add_argument("--json", default="")
   parser.add_argument("--baseline", default="",
                       help="a commit: time the same phases there (a git worktree), "
@@ -305,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
                      gflops=achieved, share_of_peak=achieved / peak if peak else 0.0))
 
   tokens = args.batch * args.length
-  peak = peak_gflops(tokens, cfg.hidden_size, cfg.intermediate_size, args.reps)
-  peak_logits = peak_gflops(tokens, cfg.hidden_size, cfg.vocab_size, args.reps)
+  peak = peak_gflops(tokens, cfg.hidden_size, cfg.intermediate_size)
+  peak_logits = peak_gflops(tokens, cfg.hidden_size, cfg.vocab_size)
 
   # SFT step.
   sft_step = jax.jit(train_step.make_train_step(
@@ -380,55 +395,59 @@ def main(argv: list[str] | None = None) -> int:
     report(f"sampling a round ({len(spec['rounds'])})", sum(new) // len(outs), 0.0,
            estimate / len(outs), seconds / len(outs), peak)
 
-  # RL: the log-prob pass (old log-probs; the reference pass is the same program) and
-  # the GRPO update, on full rows and on the trainer's batch of natural_v2 rollouts.
-  logp = jax.jit(logprobs_lib.make_logprob_fn(fmodel))
-  objective = PolicyObjective(LossConfig(policy_loss="grpo"), group_size=job.rl.group_size)
-  rl_step = jax.jit(train_step.make_train_step(fmodel, objective, opt,
-                                               train_step.StepConfig()))
+  trainer_note = ""
+  if not args.no_rl:
+    # RL: the log-prob pass (old log-probs; the reference pass is the same program) and
+    # the GRPO update, on full rows and on the trainer's batch of natural_v2 rollouts.
+    logp = jax.jit(logprobs_lib.make_logprob_fn(fmodel))
+    objective = PolicyObjective(LossConfig(policy_loss="grpo"), group_size=job.rl.group_size)
+    rl_step = jax.jit(train_step.make_train_step(fmodel, objective, opt,
+                                                 train_step.StepConfig()))
 
-  def rl_phases(name: str, rl_batch: dict[str, Any], rl_step=rl_step) -> None:
-    b, length = rl_batch["input_ids"].shape
-    if "prompt_ids" in rl_batch:  # the shared prompts' tokens, once per group
-      length += rl_batch["prompt_ids"].size // b
-    report(f"rl log-probs{name}", b * length,
-           xla_flops(logp, state.params, state.model_state, rl_batch),
-           model_flops(cfg, n_matmul, b, length, False),
-           median_seconds(lambda: logp(state.params, state.model_state, rl_batch),
-                          args.reps), peak)
-    rl_batch = dict(rl_batch)
-    rl_batch["old_logp"] = jnp.asarray(logp(state.params, state.model_state, rl_batch))
-    report(f"rl update{name}", b * length, xla_flops(rl_step, state, rl_batch),
-           model_flops(cfg, n_matmul, b, length, True),
-           median_seconds(lambda: rl_step(state, rl_batch), args.reps), peak)
+    def rl_phases(name: str, rl_batch: dict[str, Any], rl_step=rl_step) -> None:
+      b, length = rl_batch["input_ids"].shape
+      if "prompt_ids" in rl_batch:  # the shared prompts' tokens, once per group
+        length += rl_batch["prompt_ids"].size // b
+      report(f"rl log-probs{name}", b * length,
+             xla_flops(logp, state.params, state.model_state, rl_batch),
+             model_flops(cfg, n_matmul, b, length, False),
+             median_seconds(lambda: logp(state.params, state.model_state, rl_batch),
+                            args.reps), peak)
+      rl_batch = dict(rl_batch)
+      rl_batch["old_logp"] = jnp.asarray(logp(state.params, state.model_state, rl_batch))
+      report(f"rl update{name}", b * length, xla_flops(rl_step, state, rl_batch),
+             model_flops(cfg, n_matmul, b, length, True),
+             median_seconds(lambda: rl_step(state, rl_batch), args.reps), peak)
 
-  length = args.prompt + args.new
-  full_rows = sft_batch(rng, args.rl_rows, length, cfg.vocab_size, args.prompt)
-  rewards = rng.uniform(0, 1, args.rl_rows)
-  full_rows.update(
-      advantages=jnp.asarray((rewards - rewards.mean()) / (rewards.std() + 1e-6),
-                             jnp.float32),
-      wbar=jnp.ones((args.rl_rows, length), jnp.float32))
-  rl_phases("", full_rows)
-  lengths = ([tuple(int(x) for x in pair.split(":")) for pair in args.rl_lengths.split(",")]
-             if args.rl_lengths else NATURAL_V2_ROUND)
-  max_len = args.rl_max_len or job.rl.max_prompt_len + job.rl.max_new_tokens
-  twin = copy.deepcopy(rng)  # the same rollouts again, laid out with shared prompts
-  trainer_batch = trainer_rl_batch(job, lengths, max_len, cfg.vocab_size, rng)
-  real = int(np.asarray(trainer_batch["attention_mask"]).sum())
-  rl_phases(" (trainer)", trainer_batch)
-  if hasattr(batching, "prefix_batch"):  # this tree stores a group's prompt once
-    shared = trainer_rl_batch(job, lengths, max_len, cfg.vocab_size, twin,
-                              shared_prefix=True)
-    rl_phases(" (trainer, prefix)", shared, jax.jit(train_step.make_train_step(
-        fmodel, PolicyObjective(LossConfig(policy_loss="grpo"), job.rl.group_size, True),
-        opt, train_step.StepConfig())))
+    length = args.prompt + args.new
+    full_rows = sft_batch(rng, args.rl_rows, length, cfg.vocab_size, args.prompt)
+    rewards = rng.uniform(0, 1, args.rl_rows)
+    full_rows.update(
+        advantages=jnp.asarray((rewards - rewards.mean()) / (rewards.std() + 1e-6),
+                               jnp.float32),
+        wbar=jnp.ones((args.rl_rows, length), jnp.float32))
+    rl_phases("", full_rows)
+    lengths = ([tuple(int(x) for x in pair.split(":")) for pair in args.rl_lengths.split(",")]
+               if args.rl_lengths else NATURAL_V2_ROUND)
+    max_len = args.rl_max_len or job.rl.max_prompt_len + job.rl.max_new_tokens
+    twin = copy.deepcopy(rng)  # the same rollouts again, laid out with shared prompts
+    trainer_batch = trainer_rl_batch(job, lengths, max_len, cfg.vocab_size, rng)
+    real = int(np.asarray(trainer_batch["attention_mask"]).sum())
+    rl_phases(" (trainer)", trainer_batch)
+    if hasattr(batching, "prefix_batch"):  # this tree stores a group's prompt once
+      shared = trainer_rl_batch(job, lengths, max_len, cfg.vocab_size, twin,
+                                shared_prefix=True)
+      rl_phases(" (trainer, prefix)", shared, jax.jit(train_step.make_train_step(
+          fmodel, PolicyObjective(LossConfig(policy_loss="grpo"), job.rl.group_size, True),
+          opt, train_step.StepConfig())))
+    trainer_note = (f"trainer RL batch: {len(lengths)} rollouts, {real} real tokens, "
+                    f"rows padded to {trainer_batch['input_ids'].shape[1]} (rl.length_bucket="
+                    f"{getattr(job.rl, 'length_bucket', 'none')}, at most {max_len})")
 
   print(f"{args.config}: {n_params / 1e6:.2f}M parameters, {jax.device_count()} device(s),"
         f" measured peak {peak:.1f} GFLOP/s (MLP shape), {peak_logits:.1f} (logits shape)")
-  print(f"trainer RL batch: {len(lengths)} rollouts, {real} real tokens, rows padded to "
-        f"{trainer_batch['input_ids'].shape[1]} (rl.length_bucket="
-        f"{getattr(job.rl, 'length_bucket', 'none')}, at most {max_len})")
+  if trainer_note:
+    print(trainer_note)
   print(f"{'phase':<24}{'tokens':>8}{'XLA GFLOP':>11}{'GFLOP':>9}{'seconds':>9}"
         f"{'GFLOP/s':>9}{'of peak':>9}")
   for r in rows:
@@ -459,8 +478,9 @@ def compare(args: argparse.Namespace) -> int:
   if args.sft_examples and not args.sft_file:  # the same examples in both trees
     args.sft_file = os.path.join(base, "sft_examples.json")
     sft_examples(args.sft_file, args.config, args.sft_examples)
-  own = [f"--{name}={value}" for name, value in vars(args).items()
-         if name not in ("baseline", "json")]
+  own = [f"--{name}" if value is True else f"--{name}={value}"
+         for name, value in vars(args).items()
+         if name not in ("baseline", "json") and value is not False]
   script = os.path.abspath(__file__)
   try:
     runs = {"baseline": [], "this": []}

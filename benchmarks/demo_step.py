@@ -1,0 +1,76 @@
+"""`make demo`'s job here and at another commit, in one run (issue 50).
+
+    .venv/bin/python benchmarks/demo_step.py --baseline c0b9a51 [--workdir DIR]
+
+Runs the demo's command (`python -m rcca_jax.main --config=experiments/tiny_cpu.py`, a
+fresh workdir and grading cache each) at `--baseline` (a git worktree), then in this
+tree, nothing else of this script's running beside them. Prints per tree the wall
+time, the median SFT step and the medians of the RL step's phases (sampling, grading,
+training, the whole step; each stage's first step, which compiles, left out), the
+ratios, and both runs' pass rate by RL step: the demo's outcome must not change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from rcca_jax.train import outcome
+from rcca_jax.train import run_log
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+PHASES = ("sample_s", "eval_s", "train_s", "step_s")
+
+
+def run_demo(tree: str, workdir: str) -> dict[str, float]:
+  """The demo's job in `tree`; its wall seconds, median SFT step and RL phases."""
+  env = dict(os.environ, PYTHONPATH=tree)
+  start = time.time()
+  subprocess.run([sys.executable, "-m", "rcca_jax.main",
+                  "--config=experiments/tiny_cpu.py", f"--workdir={workdir}",
+                  f"--config.eval.grading_cache={workdir}/grading_cache"],
+                 cwd=tree, env=env, check=True)
+  rows = run_log.read_rows(workdir)
+  out = {"wall_s": time.time() - start,
+         "sft_step_s": statistics.median(r["step_s"] for r in rows
+                                         if r["stage"] == "sft" and "step_s" in r)}
+  rl = [r for r in rows if r["stage"] == "rl"][1:]
+  for phase in PHASES:
+    out[phase] = statistics.median(r[phase] for r in rl)
+  print(outcome.pass_curve(rows), flush=True)
+  return out
+
+
+def main() -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--baseline", required=True, help="a commit")
+  parser.add_argument("--workdir", default="", help="default: a temporary directory")
+  args = parser.parse_args()
+  root = args.workdir or tempfile.mkdtemp(prefix="demo_step_")
+  base = os.path.join(root, "baseline_tree")
+  subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", base,
+                  args.baseline], check=True, capture_output=True)
+  try:
+    results = {}
+    for name, tree in (("baseline", base), ("this", str(REPO))):
+      print(f"== {name} ({tree})", flush=True)
+      results[name] = run_demo(tree, os.path.join(root, name))
+  finally:
+    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", base],
+                   capture_output=True)
+  print(f"\nbaseline {args.baseline} vs this tree (`make demo`'s job, medians)")
+  print(f"{'':<12}{'baseline s':>11}{'this s':>9}{'speed-up':>10}")
+  for key in ("wall_s", "sft_step_s", *PHASES):
+    b, t = results["baseline"][key], results["this"][key]
+    print(f"{key:<12}{b:>11.2f}{t:>9.2f}{b / t:>9.2f}x")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
