@@ -30,10 +30,8 @@ from flax import nnx
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from benchmarks.step_roofline import load_config  # pylint: disable=wrong-import-position
+from benchmarks.step_roofline import draw_sft_examples, load_config  # pylint: disable=wrong-import-position
 from rcca_jax.data import batching  # pylint: disable=wrong-import-position
-from rcca_jax.data import chat  # pylint: disable=wrong-import-position
-from rcca_jax.data.families import FAMILIES  # pylint: disable=wrong-import-position
 from rcca_jax.models import families  # pylint: disable=wrong-import-position
 from rcca_jax.rl import optim  # pylint: disable=wrong-import-position
 from rcca_jax.rl import sft as sft_lib  # pylint: disable=wrong-import-position
@@ -56,15 +54,7 @@ def main(argv: list[str] | None = None) -> int:
   config.init_from_hf = ""  # the architecture from config.model; weights do not matter
   job = sections.job_config(config)
   tokenizer = sections.load_tokenizer(job.data.tokenizer)
-  rng = random.Random(0)
-  names = list(job.data.families)
-  examples = []
-  while len(examples) < args.examples:
-    draft = FAMILIES[rng.choice(names)].draft(rng, "train")
-    ids, mask = chat.format_sft_example(tokenizer, draft.request,
-                                        chat.format_response(draft.reference))
-    if len(ids) <= job.sft.max_len:
-      examples.append((list(ids), list(mask)))
+  examples = draw_sft_examples(job, tokenizer, args.examples, random.Random(0))
   size, max_len = job.sft.batch_size, job.sft.max_len
   rows = batching.packed_rows([len(e[0]) for e in examples], size, max_len)
   batches = [examples[i * size:(i + 1) * size] for i in range(args.steps)]

@@ -8,9 +8,9 @@
 
 For one config's model it times, in one process: the measured peak (a jitted float32
 matmul of the model's own MLP shape, [batch x length, hidden] @ [hidden, intermediate]
-with at least 4,096 rows, and its logits shape; the best of 10), an SFT step of `batch` rows of `length` tokens, the mean SFT
-step over `sft_examples` of the config's own examples laid out as the tree's trainer
-lays them out (in this tree: `sft.length_grouped` = `sft_group`, 0 for one window of
+with at least 4,096 rows, and its logits shape; the best of 10), an SFT step of
+`batch` rows of `length` tokens, the mean SFT step over `sft_examples` of the config's
+own examples laid out as the tree's trainer lays them out (in this tree: `sft.length_grouped` = `sft_group`, 0 for one window of
 all the steps, and `sft.length_bucket` = `sft_bucket`; an older tree pads every row
 to `sft.max_len`; the same examples in every tree), sampling
 `rl_rows` rows (prefill of `prompt` tokens, then `new` decoded tokens, timed as the
@@ -206,20 +206,28 @@ def sft_examples(path: str, config: str, n: int) -> None:
   `path` as JSON (token ids and loss masks), so that every tree trains on the same
   examples. Drawn with this script's own tree."""
   sys.path.insert(0, REPO)
-  from rcca_jax.data import chat  # pylint: disable=import-outside-toplevel
-  from rcca_jax.data.families import FAMILIES  # pylint: disable=import-outside-toplevel
   job = sections.job_config(load_config(config))
   tokenizer = (programs_lib.Programs(job).tokenizer if job.pretrained_source
                else sections.load_tokenizer(job.data.tokenizer))
-  rng, out = random.Random(0), []
+  out = draw_sft_examples(job, tokenizer, n, random.Random(0))
+  with open(path, "w") as f:
+    json.dump(dict(max_len=job.sft.max_len, examples=out), f)
+
+
+def draw_sft_examples(job: Any, tokenizer: Any, n: int, rng: random.Random
+                      ) -> list[tuple[list[int], list[int]]]:
+  """`n` (token ids, loss mask) SFT examples of `job`'s families (train drafts, the chat
+  prompt and the reference app as the trainer formats them), at most `sft.max_len`."""
+  from rcca_jax.data import chat  # pylint: disable=import-outside-toplevel
+  from rcca_jax.data.families import FAMILIES  # pylint: disable=import-outside-toplevel
+  out = []
   while len(out) < n:
     draft = FAMILIES[rng.choice(list(job.data.families))].draft(rng, "train")
     ids, mask = chat.format_sft_example(tokenizer, draft.request,
                                         chat.format_response(draft.reference))
     if len(ids) <= job.sft.max_len:
-      out.append([list(map(int, ids)), list(map(int, mask))])
-  with open(path, "w") as f:
-    json.dump(dict(max_len=job.sft.max_len, examples=out), f)
+      out.append((list(map(int, ids)), list(map(int, mask))))
+  return out
 
 
 def sft_steps(examples: list, batch_size: int, max_len: int, group: int,

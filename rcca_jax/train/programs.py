@@ -271,13 +271,14 @@ class Programs:
                  sft.batch_size, rows, sft.max_len, sft.batch_size)
     return rows
 
-  def sft_batch(self, examples: list, rows: int, step: int) -> dict[str, np.ndarray]:
+  def sft_batch(self, examples: list, lengths: list[int], rows: int, step: int
+                ) -> dict[str, np.ndarray]:
     """SFT step `step`'s batch, this process's share: the seed's
-    `grouped_batch_indices` of `examples` (`sft.length_grouped`) laid out by
-    `batching.sft_rows` (`rows`: `packed_rows`; `sft.length_bucket`)."""
+    `grouped_batch_indices` of `examples` (their `lengths`; `sft.length_grouped`) laid
+    out by `batching.sft_rows` (`rows`: `packed_rows`; `sft.length_bucket`)."""
     s = self.job.sft
-    idx = batching.grouped_batch_indices([len(ids) for ids, _ in examples], s.batch_size,
-                                         step, self.job.seed, s.length_grouped)
+    idx = batching.grouped_batch_indices(lengths, s.batch_size, step, self.job.seed,
+                                         s.length_grouped)
     return multihost.local_share(batching.sft_rows(
         [examples[i] for i in idx], rows=rows, max_len=s.max_len, pad_id=self.pad_id,
         bucket=s.length_bucket), self.mesh)

@@ -39,6 +39,7 @@ class SftLoop:
     if start >= stage.num_steps:
       return state
     examples = self.tasks.sft_examples()
+    lengths = [len(ids) for ids, _ in examples]
     rows = self.programs.packed_rows(examples, s)
     update = self.programs.compile(sft_lib.NextTokenObjective(), s.optimizer)
     bar = run_log.Progress("sft", stage.num_steps, start)
@@ -47,7 +48,7 @@ class SftLoop:
     try:
       while start < stage.num_steps:
         t0 = time.time()
-        state, m = update(state, self.programs.sft_batch(examples, rows, start))
+        state, m = update(state, self.programs.sft_batch(examples, lengths, rows, start))
         start += 1
         m = jax.device_get(m)
         guard.update(m["skipped_nonfinite"])

@@ -123,7 +123,7 @@ class TrainerSftBatchTest(absltest.TestCase):
       s = trainer.job.sft
       widths = []
       for step in range(5):
-        batch = trainer.programs.sft_batch(examples, 0, step)
+        batch = trainer.programs.sft_batch(examples, lengths, 0, step)
         idx = batching.grouped_batch_indices(lengths, s.batch_size, step, trainer.job.seed, 5)
         want = batching.sft_batch([examples[i] for i in idx], max_len=s.max_len,
                                   pad_id=trainer.programs.pad_id, bucket=64)
