@@ -4,7 +4,7 @@
         [--batch 8] [--length 448] [--rl_rows 16] [--prompt 96] [--new 256] [--reps 3]
         [--rl_max_len N] [--rl_lengths P:R,P:R,...] [--policy HF_DIR [--rounds 6]]
         [--sft_examples 128 --sft_group 0 --sft_bucket 64] [--no_rl] [--json OUT]
-        [--baseline REF]
+        [--model_set FIELD=VALUE,...] [--baseline REF]
 
 For one config's model it times, in one process: the measured peak (a jitted float32
 matmul of the model's own MLP shape, [batch x length, hidden] @ [hidden, intermediate]
@@ -24,7 +24,9 @@ padded to `rl_max_len` in a tree without it). With `--policy`, also the time per
 sampling round of that policy (natural_v2's: 2 requests x 8 samples, 320 new tokens at
 most, rows ending at the policy's end token), the same prompts and seeds in every tree:
 where finished rows and empty cache slots cost, the fixed-length decode line does not
-show it.
+show it. `--model_set` overrides model fields of the config (for example
+`attention_block_size=64`); with `--baseline` it applies to this tree's runs only (the
+baseline runs its config as it was).
 
 One line per phase: tokens computed (rows x padded length), XLA's flop count of the
 compiled program (cost analysis: it counts the body of a `lax.scan`, the layer stack,
@@ -40,6 +42,7 @@ still ratios of the same load).
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import importlib
 import json
@@ -293,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="the examples (JSON, `sft_examples`; default: drawn)")
   parser.add_argument("--no_rl", action="store_true",
                       help="leave out the RL log-prob and update phases (a large model's)")
+  parser.add_argument("--model_set", default="",
+                      help="model config overrides, FIELD=VALUE comma-separated (this "
+                           "tree's runs only with --baseline)")
   parser.add_argument("--json", default="")
   parser.add_argument("--baseline", default="",
                       help="a commit: time the same phases there (a git worktree), "
@@ -301,7 +307,11 @@ def main(argv: list[str] | None = None) -> int:
   if args.baseline:
     return compare(args)
 
-  job = sections.job_config(load_config(args.config))
+  config = load_config(args.config)
+  for item in filter(None, args.model_set.split(",")):
+    field, _, value = item.partition("=")
+    config.model[field] = ast.literal_eval(value)
+  job = sections.job_config(config)
   if job.pretrained_source:  # a pretrained policy (SmolLM2's GGUF file): the run's own
     progs = programs_lib.Programs(job)
     fmodel, cfg = progs.fmodel, progs.model_cfg
@@ -488,14 +498,16 @@ def compare(args: argparse.Namespace) -> int:
     sft_examples(args.sft_file, args.config, args.sft_examples)
   own = [f"--{name}" if value is True else f"--{name}={value}"
          for name, value in vars(args).items()
-         if name not in ("baseline", "json") and value is not False]
+         if name not in ("baseline", "json", "model_set") and value is not False]
+  here = [f"--model_set={args.model_set}"] if args.model_set else []
   script = os.path.abspath(__file__)
   try:
     runs = {"baseline": [], "this": []}
     for _ in range(2):
       for name, cwd in (("baseline", base), ("this", REPO)):
         out = os.path.join(base, f"{name}_{len(runs[name])}.json")
-        subprocess.run([sys.executable, script, *own, f"--json={out}"], cwd=cwd,
+        extra = here if name == "this" else []
+        subprocess.run([sys.executable, script, *own, *extra, f"--json={out}"], cwd=cwd,
                        check=True, env={**os.environ, "PYTHONPATH": cwd})
         with open(out) as f:
           runs[name].append(json.load(f))

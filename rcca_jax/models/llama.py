@@ -13,7 +13,9 @@ padding; RoPE positions then count real tokens only. It may also hold segment id
 each attending only to itself with positions from 0 (`segment_positions`; SFT packing,
 `data.batching.sft_batch`). The decoder layers are identical,
 so their parameters are stacked on a leading "layers" axis and run with `lax.scan`;
-cached calls unroll them and write into the stacked cache in place (docs/model.md).
+cached calls unroll them, each writing into its own layer's cache in place, and may take
+the layers' parameters already sliced out of the stack (`split_layers`), so that a
+decode loop does not copy every layer's weights at every token (docs/model.md).
 """
 
 from __future__ import annotations
@@ -86,12 +88,13 @@ class KVCache:
 @flax.struct.dataclass
 class LlamaCache:
   """Decoding state of the stack (field names as `LingCache`'s, which the sampler
-  shards): `groups[0]` is the layers' `KVCache`, stacked on a leading layer axis."""
+  shards): `prefix[i]` is layer i's `KVCache`, a buffer of its own (a slice of one
+  stacked buffer would be copied out at every read)."""
   index: jax.Array  # [] int32: next free slot.
   slot_mask: jax.Array  # [B, S] bool: slots holding real tokens.
   positions: jax.Array  # [B] int32: RoPE position of each row's next real token.
-  prefix: tuple  # Always empty (no unrolled layers).
-  groups: tuple
+  prefix: tuple  # One KVCache per layer.
+  groups: tuple  # Always empty (no stacked layer states).
 
 
 def grouped_attention(q: jax.Array, k: jax.Array, v: jax.Array, allowed: jax.Array,
@@ -162,23 +165,21 @@ class Attention(nnx.Module):
     return self._out(constrain(o, ("batch", "length", "act_heads", None)))
 
   def decode(self, x: jax.Array, cos: jax.Array, sin: jax.Array, cache: KVCache,
-             layer: int, index: jax.Array, slot_mask: jax.Array
-             ) -> tuple[jax.Array, KVCache]:
-    """Attention of new tokens x [B, T, D] over the cache. `cache` holds every layer's
-    keys and values ([layers, B, K, S, D]); this layer's new ones are written into it
-    in place at slots [index, index + T), and it is returned whole. `slot_mask` [B, S]
-    marks real slots, the new ones included."""
+             index: jax.Array, slot_mask: jax.Array) -> tuple[jax.Array, KVCache]:
+    """Attention of new tokens x [B, T, D] over this layer's `cache` ([B, K, S, D]
+    keys and values); the new ones are written into it in place at slots [index,
+    index + T). `slot_mask` [B, S] marks real slots, the new ones included."""
     t = x.shape[1]
     q, k, v = self._qkv(x, cos, sin)
-    at = (layer, 0, 0, index, 0)
+    at = (0, 0, index, 0)
     keys = jax.lax.dynamic_update_slice(
-        cache.keys, k.transpose(0, 2, 1, 3)[None].astype(cache.keys.dtype), at)
+        cache.keys, k.transpose(0, 2, 1, 3).astype(cache.keys.dtype), at)
     values = jax.lax.dynamic_update_slice(
-        cache.values, v.transpose(0, 2, 1, 3)[None].astype(cache.values.dtype), at)
-    slots = jnp.arange(keys.shape[3])
+        cache.values, v.transpose(0, 2, 1, 3).astype(cache.values.dtype), at)
+    slots = jnp.arange(keys.shape[2])
     causal = slots[None, :] <= (index + jnp.arange(t))[:, None]  # [T, S]
     allowed = causal[None] & slot_mask.astype(bool)[:, None, :]
-    o = grouped_attention(q, keys[layer].astype(q.dtype), values[layer].astype(q.dtype),
+    o = grouped_attention(q, keys.astype(q.dtype), values.astype(q.dtype),
                           allowed, self.cfg.head_dim ** -0.5, kv_layout="bksd")
     return self._out(o), cache.replace(keys=keys, values=values)
 
@@ -244,8 +245,8 @@ class DecoderLayer(nnx.Module):
                                             param_dtype=pd)
     self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size, rngs=rngs, param_dtype=pd)
 
-  def __call__(self, x, cos, sin, mask, state=None, layer=0, index=None, slot_mask=None):
-    """`state`: None (no cache), or every layer's `KVCache`, this one's `layer`."""
+  def __call__(self, x, cos, sin, mask, state=None, index=None, slot_mask=None):
+    """`state`: None (no cache), or this layer's `KVCache`."""
     h = self.input_layernorm(x)
     if state is None:
       if self.canon is not None:
@@ -253,11 +254,10 @@ class DecoderLayer(nnx.Module):
       h = self.self_attn(h, cos, sin, mask)
     else:
       if self.canon is not None:
-        y, buffer = causal_conv1d(h, self.canon[...], state.canon[layer], mask)
+        y, buffer = causal_conv1d(h, self.canon[...], state.canon, mask)
         h = h + y.astype(h.dtype)
-        state = state.replace(canon=state.canon.at[layer].set(
-            buffer.astype(state.canon.dtype)))
-      h, state = self.self_attn.decode(h, cos, sin, state, layer, index, slot_mask)
+        state = state.replace(canon=buffer.astype(state.canon.dtype))
+      h, state = self.self_attn.decode(h, cos, sin, state, index, slot_mask)
     x = constrain(x + h, ("batch", "length", "act_embed"))
     x = constrain(x + self.mlp(self.post_attention_layernorm(x)),
                   ("batch", "length", "act_embed"))
@@ -295,16 +295,24 @@ class LlamaForCausalLM(nnx.Module):
   def init_cache(self, batch: int, max_len: int, dtype=None) -> LlamaCache:
     """Empty decoding state for `batch` rows and up to `max_len` tokens."""
     cfg = self.config
-    one = KVCache.zeros(cfg, batch, max_len, jnp.dtype(dtype or cfg.dtype))
-    stacked = jax.tree.map(lambda a: jnp.broadcast_to(a, (cfg.num_hidden_layers,) + a.shape),
-                           one)
+    dtype = jnp.dtype(dtype or cfg.dtype)
     return LlamaCache(index=jnp.zeros((), jnp.int32),
                       slot_mask=jnp.zeros((batch, max_len), bool),
-                      positions=jnp.zeros((batch,), jnp.int32), prefix=(), groups=(stacked,))
+                      positions=jnp.zeros((batch,), jnp.int32),
+                      prefix=tuple(KVCache.zeros(cfg, batch, max_len, dtype)
+                                   for _ in range(cfg.num_hidden_layers)), groups=())
+
+  def split_layers(self) -> tuple:
+    """Each layer's state sliced out of the stack, for `layers=` of cached calls: a
+    decode loop takes them once instead of slicing (copying) every weight matrix at
+    every token."""
+    _, state = nnx.split(self.layers)
+    return tuple(jax.tree.map(lambda a, i=i: a[i], state)
+                 for i in range(self.config.num_hidden_layers))
 
   def __call__(self, input_ids: jax.Array, *, attention_mask: jax.Array | None = None,
                cache: LlamaCache | None = None, return_aux: bool = False,
-               return_hidden: bool = False):
+               return_hidden: bool = False, layers: tuple | None = None):
     cfg = self.config
     dtype = jnp.dtype(cfg.dtype)
     b, t = input_ids.shape
@@ -334,19 +342,23 @@ class LlamaForCausalLM(nnx.Module):
         layer = jax.checkpoint(layer)
       x, _ = jax.lax.scan(lambda x, p: (layer(p, x), None), x, params)
     else:
-      # Decoding: the layers unrolled, each writing its new keys and values into the
-      # stacked cache in place (a scan would slice out and copy back every layer's
-      # whole cache at every token).
-      states = cache.groups[0]
+      # Decoding: the layers unrolled, each writing its new keys and values into its
+      # own cache in place (a scan would slice out and copy back every layer's whole
+      # cache at every token); `layers`: their parameters sliced beforehand.
+      states = []
       for i in range(cfg.num_hidden_layers):
-        x, states = nnx.merge(graphdef, jax.tree.map(lambda a: a[i], params))(
-            x, cos, sin, mask, states, i, index, slot_mask)
+        if layers is None:
+          layer = nnx.merge(graphdef, jax.tree.map(lambda a, i=i: a[i], params))
+        else:
+          layer = nnx.merge(graphdef, layers[i])
+        x, state = layer(x, cos, sin, mask, cache.prefix[i], index, slot_mask)
+        states.append(state)
     x = self.norm(x)
     outputs = [x if return_hidden else self.project_logits(x)]
     if cache is not None:
       outputs.append(LlamaCache(index=cache.index + t, slot_mask=slot_mask,
                                 positions=cache.positions + mask.sum(1, dtype=jnp.int32),
-                                prefix=(), groups=(states,)))
+                                prefix=tuple(states), groups=()))
     if return_aux:
       outputs.append({})
     return outputs[0] if len(outputs) == 1 else tuple(outputs)

@@ -270,6 +270,12 @@ def _decode(graphdef, params, cache, last_tokens, row_keys, finished, start, sto
   last token; which rows have finished).
   """
   batch = last_tokens.shape[0]
+  model = nnx.merge(graphdef.graphdef, params)
+  # Each layer's weights sliced out of the stack once, not at every token (XLA copies
+  # a slice that feeds a matmul): on CPU only, where it was measured; elsewhere the
+  # copy would hold the layer weights twice in accelerator memory.
+  layers = ({"layers": model.split_layers()}
+            if hasattr(model, "split_layers") and jax.default_backend() == "cpu" else {})
 
   def cond(carry):
     step, _, _, _, _, _, done = carry
@@ -280,7 +286,8 @@ def _decode(graphdef, params, cache, last_tokens, row_keys, finished, start, sto
     step, cache, previous, tokens, logprobs, lengths, done = carry
     model = nnx.merge(graphdef.graphdef, params)
     active = ~done
-    logits, cache = model(previous[:, None], attention_mask=active[:, None], cache=cache)
+    logits, cache = model(previous[:, None], attention_mask=active[:, None], cache=cache,
+                          **layers)
     keys = jax.vmap(jax.random.fold_in, (0, None))(row_keys, step)
     new, logp = choose_tokens(logits[:, 0], keys, mode=mode, temperature=temperature,
                               top_p=top_p, top_k=top_k)
