@@ -10,8 +10,9 @@ greedy pass on dev requests whose ids are made of train words (`split/dev`, wher
 gain target holds) post-SFT and at the end, the gain with its 95% bootstrap interval;
 pass@1/4/16 on those requests at RL's start and end (does RL only sharpen, or widen
 too?); gates, copy entropy and distinct passing apps; per family; and, paired by seed
-against GRPO, the differences in the dev pass AUC, the final dev pass and the final
-pass@16, each with its interval and sign-flip p.
+against GRPO (and `rcca_focus` against its placebo: does the blame's location matter
+here?), the differences in the dev pass AUC, the final dev pass, the final pass@16 and
+the final greedy gates on dev, each with its interval and sign-flip p.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from rcca_jax.train import eval_loop
 
 DEV = "split/dev/pass_rate"
 BASELINE = "grpo"
+# Further pairs (arm, baseline) beside every arm against BASELINE.
+PAIRS = (("rcca_focus", "rcca_focus_placebo"),)
 PASS_K = (1, 4, 16)
 _NOVEL_ID = re.compile(r"-f\d+-n\d{6}$")
 
@@ -91,7 +94,8 @@ def paired_row(runs: Sequence[Mapping[str, Any]], base: Sequence[Mapping[str, An
     return {r["seed"]: value(r) for r in rs}
   measures = {"auc": lambda r: stats.auc(r, DEV),
               "final": lambda r: stats.final(r, DEV),
-              "final_pass_at_16": lambda r: pass_at(_last(r), 16)}
+              "final_pass_at_16": lambda r: pass_at(_last(r), 16),
+              "final_gates": lambda r: _last(r).get("split/dev/gates_pass")}
   return {name: stats.paired(by_seed(runs, f), by_seed(base, f))
           for name, f in measures.items()}
 
@@ -117,6 +121,8 @@ def report(summary: Mapping[str, Any]) -> dict[str, Any]:
   return {"arms": {a: arm_row(runs) for a, runs in arms.items()},
           "paired": {a: paired_row(runs, base) for a, runs in arms.items()
                      if a != BASELINE and base},
+          "pairs": {f"{a} - {b}": paired_row(arms[a], arms[b]) for a, b in PAIRS
+                    if a in arms and b in arms},
           "families": family_rows(summary)}
 
 
@@ -157,11 +163,12 @@ def markdown(rep: Mapping[str, Any]) -> str:
   if rep["paired"]:
     lines += ["", f"Paired by seed against `{BASELINE}` (mean [95% bootstrap interval], "
               "two-sided sign-flip p):", "",
-              "| arm | Δ AUC dev pass | Δ final dev pass | Δ final pass@16 |",
-              "|---|---|---|---|"]
-    for arm, p in rep["paired"].items():
+              "| arm | Δ AUC dev pass | Δ final dev pass | Δ final pass@16 | "
+              "Δ final gates |", "|---|---|---|---|---|"]
+    pairs = {**rep["paired"], **rep.get("pairs", {})}
+    for arm, p in pairs.items():
       lines.append(f"| {arm} | {_test(p['auc'])} | {_test(p['final'])} | "
-                   f"{_test(p['final_pass_at_16'])} |")
+                   f"{_test(p['final_pass_at_16'])} | {_test(p['final_gates'])} |")
   families = rep["families"]
   if families:
     names = sorted({f for rows in families.values() for f in rows})

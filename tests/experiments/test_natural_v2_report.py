@@ -82,6 +82,25 @@ class ReportTest(absltest.TestCase):
     self.assertEqual(rep["families"]["rcca"]["counter_copy"],
                      {"post_sft": 0.2, "final": np.mean([0.5, 0.3])})
 
+  def test_focus_against_its_placebo_and_the_gates(self):
+    def gated(seed, curve, gates):
+      r = run(seed, curve, POST_SHARES)
+      r["evals"][-1]["split/dev/gates_pass"] = gates
+      return r
+    rep = report_lib.report({"arms": {
+        "grpo": [gated(0, [0.3], 0.8), gated(1, [0.3], 0.9)],
+        "rcca_focus": [gated(0, [0.4], 0.7), gated(1, [0.3], 0.6)],
+        "rcca_focus_placebo": [gated(1, [0.2], 0.9), gated(2, [0.5], 0.5)]}})
+    np.testing.assert_allclose(rep["paired"]["rcca_focus"]["final_gates"]["per_seed"],
+                               [-0.1, -0.3], atol=1e-12)
+    pair = rep["pairs"]["rcca_focus - rcca_focus_placebo"]
+    self.assertEqual(pair["final"]["seeds"], [1])  # the seeds both arms have
+    np.testing.assert_allclose(pair["final"]["per_seed"], [0.1], atol=1e-12)
+    np.testing.assert_allclose(pair["final_gates"]["per_seed"], [-0.3], atol=1e-12)
+    self.assertIn("| rcca_focus - rcca_focus_placebo | +0.050 [+0.050, +0.050] p=1.00 "
+                  "(n=1) | +0.100 [",
+                  report_lib.markdown(rep))
+
   def test_command_prints_the_tables_and_writes_the_report(self):
     tmp = self.create_tempdir().full_path
     path, out = os.path.join(tmp, "summary.json"), os.path.join(tmp, "report.json")
