@@ -178,6 +178,7 @@ class Arm:
   loss: objective_lib.LossConfig
   weights: Mapping[str, float]
   blame: str
+  placebo_draw: int = 0
 
 
 def arm(config: Any, name: str) -> Arm:
@@ -186,7 +187,7 @@ def arm(config: Any, name: str) -> Arm:
   credit, loss = job.credit, job.rl.loss
   if loss.kl_beta:
     raise ValueError(f"arm {name}: rl.loss.kl_beta > 0 is not measured here (no reference)")
-  return Arm(name, loss, credit.weights(), credit.blame)
+  return Arm(name, loss, credit.weights(), credit.blame, credit.placebo_draw)
 
 
 class Gradients:
@@ -210,15 +211,19 @@ class Gradients:
 
 def arm_batch(trainer: Any, rollouts: Sequence[Any], a: Arm) -> dict[str, np.ndarray]:
   """The arm's RL batch: its advantages, weights assigned with its credit section, then
-  `rl_batch`."""
+  `rl_batch` in the trainer's layout (`rl.length_bucket`, `rl.shared_prefix`)."""
   mine = [dataclasses.replace(r) for r in rollouts]
   r = trainer.config.rl
   advantages = rollouts_lib.group_advantages(mine, r.group_size,
                                              a.loss.scale_advantages_by_std)
-  rollouts_lib.assign_weights(mine, weights=a.weights, blame=a.blame)
+  rollouts_lib.assign_weights(mine, weights=a.weights, blame=a.blame,
+                              placebo_draw=a.placebo_draw)
   return rollouts_lib.rl_batch(mine, advantages,
                                max_len=r.max_prompt_len + r.max_new_tokens,
-                               pad_id=trainer.programs.pad_id)
+                               pad_id=trainer.programs.pad_id,
+                               length_bucket=r.length_bucket,
+                               shared_prefix=((r.group_size, r.max_prompt_len)
+                                              if r.shared_prefix else None))
 
 
 def split(trainer: Any, grads_fn: Gradients, grpo: Arm, batch: Mapping[str, np.ndarray],

@@ -4,7 +4,7 @@
         [--batch 8] [--length 448] [--rl_rows 16] [--prompt 96] [--new 256] [--reps 3]
         [--rl_max_len N] [--rl_lengths P:R,P:R,...] [--policy HF_DIR [--rounds 6]]
         [--sft_examples 128 --sft_group 0 --sft_bucket 64] [--no_rl] [--json OUT]
-        [--model_set FIELD=VALUE,...] [--baseline REF]
+        [--model_set FIELD=VALUE,...] [--sft_head_on_loss] [--baseline REF]
 
 For one config's model it times, in one process: the measured peak (a jitted float32
 matmul of the model's own MLP shape, [batch x length, hidden] @ [hidden, intermediate]
@@ -234,11 +234,12 @@ def draw_sft_examples(job: Any, tokenizer: Any, n: int, rng: random.Random
 
 
 def sft_steps(examples: list, batch_size: int, max_len: int, group: int,
-              bucket: int) -> list[dict[str, Any]]:
+              bucket: int, head_on_loss: bool = False) -> list[dict[str, Any]]:
   """The examples' SFT steps as this tree's trainer lays them out: the stream's batches
   of `batch_size`, and where the tree has them, grouped by length (`group` steps per
-  window, `sft.length_grouped`) in rows of the step's bucket (`sft.length_bucket`);
-  an older tree pads every row to `max_len`."""
+  window, `sft.length_grouped`) in rows of the step's bucket (`sft.length_bucket`),
+  with `head_on_loss` their `loss_positions` (`sft.head_on_loss_positions`); an older
+  tree pads every row to `max_len`."""
   steps = len(examples) // batch_size
   if not hasattr(batching, "grouped_batch_indices"):
     idx = [list(range(k * batch_size, (k + 1) * batch_size)) for k in range(steps)]
@@ -248,8 +249,11 @@ def sft_steps(examples: list, batch_size: int, max_len: int, group: int,
   out = []
   for k in range(steps):
     ix = batching.grouped_batch_indices(lengths, batch_size, k, 0, group or steps)
-    out.append({n: jnp.asarray(v) for n, v in batching.sft_batch(
-        [examples[i] for i in ix], max_len=max_len, pad_id=0, bucket=bucket).items()})
+    batch = batching.sft_batch([examples[i] for i in ix], max_len=max_len, pad_id=0,
+                               bucket=bucket)
+    if head_on_loss:
+      batch["loss_positions"] = batching.loss_positions(batch["loss_mask"], bucket)
+    out.append({n: jnp.asarray(v) for n, v in batch.items()})
   return out
 
 
@@ -298,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="leave out the RL log-prob and update phases (a large model's)")
   parser.add_argument("--model_set", default="",
                       help="model config overrides, FIELD=VALUE comma-separated (this "
+                           "tree's runs only with --baseline)")
+  parser.add_argument("--sft_head_on_loss", action="store_true",
+                      help="sft.head_on_loss_positions for the examples' steps (this "
                            "tree's runs only with --baseline)")
   parser.add_argument("--json", default="")
   parser.add_argument("--baseline", default="",
@@ -359,9 +366,14 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.sft_file) as f:
       spec = json.load(f)
     steps = sft_steps(spec["examples"], args.batch, spec["max_len"], args.sft_group,
-                      args.sft_bucket)
+                      args.sft_bucket, args.sft_head_on_loss)
+    examples_step = sft_step
+    if args.sft_head_on_loss:
+      examples_step = jax.jit(train_step.make_train_step(
+          fmodel, sft_lib.NextTokenObjective(sft_lib.SFT_KEYS + sft_lib.POSITION_KEYS),
+          opt, train_step.StepConfig()))
     def run_steps():
-      return [sft_step(state, b) for b in steps]
+      return [examples_step(state, b) for b in steps]
     slots = sum(b["input_ids"].size for b in steps)
     report(f"sft step ({len(spec['examples'])} examples)", slots // len(steps), 0.0,
            sum(model_flops(cfg, n_matmul, *b["input_ids"].shape, True) for b in steps)
@@ -498,8 +510,10 @@ def compare(args: argparse.Namespace) -> int:
     sft_examples(args.sft_file, args.config, args.sft_examples)
   own = [f"--{name}" if value is True else f"--{name}={value}"
          for name, value in vars(args).items()
-         if name not in ("baseline", "json", "model_set") and value is not False]
-  here = [f"--model_set={args.model_set}"] if args.model_set else []
+         if name not in ("baseline", "json", "model_set", "sft_head_on_loss")
+         and value is not False]
+  here = (([f"--model_set={args.model_set}"] if args.model_set else [])
+          + (["--sft_head_on_loss"] if args.sft_head_on_loss else []))
   script = os.path.abspath(__file__)
   try:
     runs = {"baseline": [], "this": []}

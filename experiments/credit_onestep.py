@@ -3,7 +3,7 @@
     python -m experiments.credit_onestep --config=experiments/credit_study2.py \
         --setting=s1_0 --checkpoint=DIR/s1_0/seed_0/sft/checkpoints/sft \
         --batches=N --out=OUT [--arms=grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo] \
-        [--batches_dir=OUT/batches] [--first_step=0] [--workdir=SCRATCH] \
+        [--batches_dir=OUT/batches] [--first_step=0] [--workdir=SCRATCH] [--merge=OUT2,...] \
         [--config.eval.grading_cache=DIR/s1_0/grading_cache] [--config.FIELD=VALUE ...]
 
 Credit study 2 compared arms by whole 36-step runs, 5 seeds each, and could not resolve
@@ -19,13 +19,16 @@ read back, the missing ones sampled and added). Per batch and arm: the arm's bat
 (its advantages and credit weights, `credit_mechanism.arm_batch`) and one update of the
 trainer's compiled RL step (`Programs.rl_programs`, `batch_updates.update_batch`) from
 the checkpoint's parameters with a fresh optimizer of the arm's `rl.optimizer`, as the
-trainer's first RL step makes it.
+trainer's first RL step makes it. The batch has the trainer's layout
+(`rl.length_bucket`; each group's prompt once with `rl.shared_prefix`, which credit
+study 3's config sets: the same loss within float32 rounding, 1.3x faster updates).
 
 Margin at a bug site: `logp(bug variant) − logp(reference)`, each the teacher-forced
 answer log-probability of the site metrics (`train/site_metrics.py`, the same compiled
-program: `Programs.site_metrics`), so `sigmoid(margin)` is that site's p_bug. Measured
-before (at the checkpoint) and after each arm's update, at every bug site of the
-batch's requests; `Δmargin = after − before`, and `Δp_bug` the change of its sigmoid.
+program: `Programs.site_metrics`, bug sites only, batches as long as their sequences),
+so `sigmoid(margin)` is that site's p_bug. Measured before (at the checkpoint) and after
+each arm's update, at every bug site of the batch's requests, both in the same batches
+of sequences; `Δmargin = after − before`, and `Δp_bug` the change of its sigmoid.
 A site is blamed in a batch when some failed response (negative advantage) of its
 request carries the bug and the evaluator's blame covers it (`wbar > 1` on a token
 overlapping the bug's span in that response, the evaluator's diagnostic weights of
@@ -47,6 +50,14 @@ setting's `ablation.arms`. Each batch's shape is recorded beside its pairs
 bug-site token shares of failed responses, and how much the positive responses of a
 group overlap its failed ones (hold the failed response's bug fixed, at the same place;
 share of matching tokens).
+
+Placebo layouts: arms `rcca_focus_placebo_dK` (`credit.placebo_draw` K) are further
+random layouts of the same batch; with them the comparisons add focus − their mean with
+the placebo's (`PLACEBO_MEAN`). On low_overlap (44 batches) four layouts narrowed
+focus − placebo's interval by 1.2x only (the batch's own update, not the placebo's
+draw, carries the noise), so more batches buy more resolution than more layouts.
+`--merge` joins other outputs of the same checkpoint (other arms measured on the same
+batches, `--batches_dir`) into this one's statistics.
 
 Resolution: the half-width of focus − placebo's interval. For study 2's scale, the
 all-sites Δp_bug half-width is multiplied by the mean RL step of study 2's evaluations
@@ -84,6 +95,7 @@ import dataclasses
 import difflib
 import json
 import os
+import re
 import tempfile
 import time
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -108,6 +120,8 @@ from rcca_jax.train import site_metrics
 
 ARMS = "grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo"
 FOCUS, PLACEBO, BASELINE = "rcca_focus", "rcca_focus_placebo", "grpo"
+# The placebo averaged over its independent layouts (PLACEBO and PLACEBO_dK measured).
+PLACEBO_MEAN = PLACEBO + "_mean"
 CATEGORIES = ("blamed", "unblamed", "all")
 MEASURES = ("margin", "p_bug")
 # Credit study 2 (its README, 5 seeds): focus − placebo's Δ AUC p_bug (head to head)
@@ -189,8 +203,11 @@ class Updates:
 
 def bug_margins(trainer: Any, state: Any, tasks: Sequence[Any]) -> dict[SiteKey, float]:
   """`logp(bug variant) − logp(reference)` of every bug site of `tasks` under `state`
-  (the site metrics' records; sites too long to score are left out)."""
-  records = trainer.programs.site_metrics(state, list(tasks)).get("sites", [])
+  (the site metrics' records, bug sites only, each batch as long as its sequences
+  need: `rl.length_bucket`; sites too long to score are left out)."""
+  records = trainer.programs.site_metrics(
+      state, list(tasks), kinds=("bug",),
+      length_bucket=trainer.job.rl.length_bucket).get("sites", [])
   return {(r["task_id"], r["site"]): r["logp"]["bug"] - r["logp"]["reference"]
           for r in records if r["kind"] == "bug"}
 
@@ -327,12 +344,14 @@ def property_shares(counts: Iterable[Mapping[str, float]]) -> dict[str, Any]:
 # ---- measurement ---------------------------------------------------------------------
 
 def measure_batch(trainer: Any, state: Any, rollouts: Sequence[Any], step: int,
-                  arms: Sequence[OneStepArm], updates: Updates,
-                  before: Mapping[SiteKey, float]) -> dict[str, Any]:
+                  arms: Sequence[OneStepArm], updates: Updates) -> dict[str, Any]:
   """One batch's line of `pairs.jsonl`: its (site) pairs with the margin before and
-  after each arm's update, and each update's gradient norm and clipping."""
+  after each arm's update, and each update's gradient norm and clipping. Before and
+  after are scored in the same batches of sequences, so that an update that changes
+  nothing changes no margin by a rounding."""
   t0 = time.time()
   tasks = unique_tasks(rollouts)
+  before = bug_margins(trainer, state, tasks)
   after, metrics = {}, {}
   for arm in arms:
     new, m = updates(arm, state, credit_mechanism.arm_batch(trainer, rollouts, arm.credit))
@@ -364,12 +383,10 @@ def measure(trainer: Any, state: Any, batches: Sequence[Sequence[Any]],
   done = dict(done or {})
   updates = Updates(trainer)
   todo = [(s, b) for s, b in zip(steps, batches) if s not in done]
-  if todo:
-    before = bug_margins(trainer, state, unique_tasks(r for _, b in todo for r in b))
-    for step, rollouts in todo:
-      done[step] = measure_batch(trainer, state, rollouts, step, arms, updates, before)
-      if on_batch is not None:
-        on_batch(done[step])
+  for step, rollouts in todo:
+    done[step] = measure_batch(trainer, state, rollouts, step, arms, updates)
+    if on_batch is not None:
+      on_batch(done[step])
   return [done[s] for s in steps]
 
 
@@ -379,8 +396,22 @@ def in_category(pair: Mapping[str, Any], category: str) -> bool:
   return category == "all" or pair["blamed"] == (category == "blamed")
 
 
+def draws_of(arm: str, arms: Iterable[str]) -> list[str]:
+  """The measured arms that `arm` stands for: X_mean is X and its draws X_dK present in
+  `arms`; any other name is itself."""
+  if not arm.endswith("_mean"):
+    return [arm]
+  base = arm[:-len("_mean")]
+  return [base] + sorted((a for a in arms if re.fullmatch(re.escape(base) + r"_d\d+", a)),
+                         key=lambda a: int(a.rsplit("_d", 1)[1]))
+
+
 def changes(pairs: Sequence[Mapping[str, Any]], arm: str, what: str) -> np.ndarray:
-  """Per pair, the arm's Δmargin (`what` "margin") or Δp_bug ("p_bug")."""
+  """Per pair, the arm's Δmargin (`what` "margin") or Δp_bug ("p_bug"); for X_mean the
+  mean of the changes of X and its draws (`draws_of`)."""
+  if pairs and arm.endswith("_mean"):
+    members = draws_of(arm, pairs[0]["after"])
+    return np.mean([changes(pairs, m, what) for m in members], axis=0)
   before = np.asarray([p["before"] for p in pairs], np.float64)
   after = np.asarray([p["after"][arm] for p in pairs], np.float64)
   if what == "margin":
@@ -423,13 +454,19 @@ def arm_stat(pairs: Sequence[Mapping[str, Any]], arm: str, base: Optional[str],
 
 
 def comparisons(arms: Sequence[str]) -> list[tuple[str, str]]:
-  """focus − placebo (both present), then every other arm X − X_placebo (both present,
-  in the order of `arms`: the location contrasts), then every arm − grpo (present)."""
+  """focus − placebo (both present) and, with placebo draws, focus − their mean
+  (`PLACEBO_MEAN`), then every other arm X − X_placebo (both present, in the order of
+  `arms`: the location contrasts), then every measured arm − grpo (present; the draws
+  only as their mean)."""
   out = [(FOCUS, PLACEBO)] if FOCUS in arms and PLACEBO in arms else []
+  draws = len(draws_of(PLACEBO_MEAN, arms)) > 1
+  if out and draws:
+    out.append((FOCUS, PLACEBO_MEAN))
   out += [(a, a + "_placebo") for a in arms
           if a != FOCUS and a + "_placebo" in arms]
   if BASELINE in arms:
-    out += [(a, BASELINE) for a in arms if a != BASELINE]
+    own = [a for a in arms if a != BASELINE and not re.search(r"_d\d+$", a)]
+    out += [(a, BASELINE) for a in own + ([PLACEBO_MEAN] if out and draws else [])]
   return out
 
 
@@ -475,6 +512,14 @@ def resolution(stats: Mapping[str, Any], auc_steps: float, setting: str
          "all_p_bug": all_p, "auc_steps_mean": auc_steps,
          "auc_equivalent": None if all_p is None else all_p * auc_steps,
          "relative": all_p / abs(scale) if all_p is not None and scale else None}
+  mean = find_difference(stats, FOCUS, PLACEBO_MEAN)
+  if mean is not None:
+    all_mean = mean["all"]["p_bug"]["half_width"]
+    out["placebo_mean"] = {
+        "draws": len(draws_of(PLACEBO_MEAN, stats["arm_means"])),
+        "blamed_margin": mean["blamed"]["margin"]["half_width"],
+        "blamed_p_bug": mean["blamed"]["p_bug"]["half_width"], "all_p_bug": all_mean,
+        "relative": all_mean / abs(scale) if all_mean is not None and scale else None}
   if setting in STUDY2:
     s = STUDY2[setting]
     half = (s["interval"][1] - s["interval"][0]) / 2
@@ -569,6 +614,13 @@ def resolution_text(r: Mapping[str, Any]) -> str:
     if "study2" in r:
       text += (f", {r['study2']['relative']:.2f} in study 2 (half-width / "
                f"|{r['study2']['focus_grpo']:.3f}|)")
+  m = r.get("placebo_mean")
+  if m and m["blamed_margin"] is not None:
+    text += (f". Against the mean of {m['draws']} placebo layouts ({FOCUS} - "
+             f"{PLACEBO_MEAN}): blamed sites {m['blamed_margin']:.4f} nats, "
+             f"{m['blamed_p_bug']:.4f} in p_bug; all sites {m['all_p_bug']:.4f}")
+    if m["relative"] is not None:
+      text += f", a share {m['relative']:.2f} of |{FOCUS} - {BASELINE}|"
   return text
 
 
@@ -602,6 +654,37 @@ def read_lines(path: str) -> dict[int, dict]:
   return {line["step"]: line for line in lines}
 
 
+def merge_lines(lines: Mapping[int, dict], others: Sequence[Mapping[int, dict]]
+                ) -> dict[int, dict]:
+  """`lines` joined with other measurements of the same batches (other arms, other
+  invocations): per step measured in all of them, each pair's `after` holds every
+  arm; a pair's `before` must agree (the same checkpoint and sites), else ValueError."""
+  steps = sorted(set(lines).intersection(*others))
+  out = {}
+  for step in steps:
+    line = json.loads(json.dumps(lines[step]))
+    keyed = {(p["task_id"], p["site"]): p for p in line["pairs"]}
+    for other in others:
+      theirs = {(p["task_id"], p["site"]): p for p in other[step]["pairs"]}
+      if set(theirs) != set(keyed):
+        raise ValueError(f"step {step}: the measurements hold different sites")
+      for key, pair in theirs.items():
+        if abs(pair["before"] - keyed[key]["before"]) > 1e-6:
+          raise ValueError(f"step {step}, site {key}: margins before the update differ "
+                           f"({pair['before']} vs {keyed[key]['before']}): not the same "
+                           "checkpoint")
+        keyed[key]["after"].update(pair["after"])
+      line["updates"].update(other[step]["updates"])
+      line["measure_s"] += other[step]["measure_s"]
+    out[step] = line
+  return out
+
+
+def read_meta(out: str) -> dict[str, Any]:
+  with open(os.path.join(out, "meta.json"), encoding="utf-8") as f:
+    return json.load(f)
+
+
 def claim_out(out: str, meta: Mapping[str, Any]) -> None:
   """`out/meta.json` says which checkpoint and arms its lines measure; another run's
   directory is refused."""
@@ -631,6 +714,8 @@ def define_flags() -> None:
   flags.DEFINE_string("batches_dir", "", "Graded batches (default OUT/batches).")
   flags.DEFINE_string("workdir", "", "Scratch directory (default: a temporary one).")
   flags.DEFINE_integer("bootstrap", 2000, "Bootstrap resamples.")
+  flags.DEFINE_list("merge", [], "Other outputs of this checkpoint (other arms) joined "
+                    "to this one's on the batches measured in all (`merge_lines`).")
   flags.mark_flags_as_required(["config", "checkpoint", "out"])
 
 
@@ -648,8 +733,12 @@ def main(argv: Sequence[str]) -> None:
   if unknown:
     raise app.UsageError(f"--arms: unknown {unknown} (config.arms: {list(config.arms)})")
   arms = arms_of(config, names)
+  rl = config.rl
   claim_out(f.out, {"checkpoint": checkpoint, "setting": f.setting, "arms": names,
-                    "optimizers": {a.name: dataclasses.asdict(a.optimizer) for a in arms}})
+                    "optimizers": {a.name: dataclasses.asdict(a.optimizer) for a in arms},
+                    "layout": {"shared_prefix": bool(rl.shared_prefix),
+                               "length_bucket": int(rl.length_bucket),
+                               "scored_sites": "bug", "before": "per batch"}})
   steps = list(range(f.first_step, f.first_step + f.batches))
   lines_path = os.path.join(f.out, "pairs.jsonl")
 
@@ -664,6 +753,14 @@ def main(argv: Sequence[str]) -> None:
                              os.path.join(f.out, "batches"), checkpoint)
     t_batches = time.time()
     lines = measure(trainer, state, batches, steps, arms, read_lines(lines_path), append)
+  if f.merge:
+    metas = [read_meta(d) for d in f.merge]
+    if any(m["checkpoint"] != checkpoint for m in metas):
+      raise app.UsageError(f"--merge: {f.merge} do not all measure {checkpoint}")
+    names += [a for m in metas for a in m["arms"] if a not in names]
+    joined = merge_lines({line["step"]: line for line in lines},
+                         [read_lines(os.path.join(d, "pairs.jsonl")) for d in f.merge])
+    lines = [joined[s] for s in steps if s in joined]
   summary = summarize(lines, names, reps=f.bootstrap, seed=0, auc_steps=auc_steps_mean(config),
                       setting=f.setting,
                       info={"checkpoint": checkpoint,

@@ -48,6 +48,7 @@ class CreditConfig:
   blame: str = "evaluator"
   negative_unblamed: float = 1.0
   preset: str = ""
+  placebo_draw: int = 0  # which random layout "placebo" draws (0: the default one)
 
   def __post_init__(self):
     presets.fields(self.preset)  # a known name
@@ -60,6 +61,8 @@ class CreditConfig:
                        "1 = not blamed)")
     if self.negative_unblamed < 0:
       raise ValueError(f"negative_unblamed={self.negative_unblamed} must be >= 0")
+    if self.placebo_draw < 0:
+      raise ValueError(f"placebo_draw={self.placebo_draw} must be >= 0")
 
   @classmethod
   def from_mapping(cls, values: Optional[Mapping[str, Any]]) -> "CreditConfig":

@@ -202,6 +202,22 @@ def packed_sft_batch(examples: Sequence[tuple[Sequence[int], Sequence[int]]], *,
   return out
 
 
+def loss_positions(loss_mask: np.ndarray, bucket: int = 0) -> np.ndarray:
+  """[B, R] int32: each row's positions t >= 1 whose token the loss reads
+  (`loss_mask` > 0), in order, padded with 0 (position 0 is never a target); R the
+  most of any row, rounded up to a multiple of `bucket` (0: R = the row length), at
+  most the row length. The LM head then runs at these targets' positions alone
+  (`functional.selected_token_logprobs`)."""
+  mask = np.asarray(loss_mask) > 0
+  mask[:, 0] = False
+  counts = mask.sum(axis=1)
+  width = bucket_length(int(counts.max(initial=1)), mask.shape[1], bucket)
+  out = np.zeros((mask.shape[0], width), np.int32)
+  for row, n in enumerate(counts):
+    out[row, :n] = np.flatnonzero(mask[row])
+  return out
+
+
 def packed_rows(lengths: Sequence[int], batch_size: int, max_len: int, *,
                 multiple: int = 1, share: float = 0.98, trials: int = 200,
                 seed: int = 0) -> int:

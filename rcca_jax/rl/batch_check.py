@@ -30,8 +30,9 @@ def numpy_batch(batch: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, np
                      f"{ids.shape}")
   out = {"input_ids": ids.astype(np.int32)}
   prompts = _prompts(batch, keys, len(ids))
+  positions = _positions(batch, keys, ids.shape)
   for name in keys:
-    if name == "input_ids" or name in prompts:
+    if name == "input_ids" or name in prompts or name in positions:
       continue
     x = np.asarray(batch[name], np.float32)
     want = ids.shape[:1] if name == "advantages" else ids.shape
@@ -51,7 +52,21 @@ def numpy_batch(batch: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, np
     if bad.any():
       rows = sorted(set(np.nonzero(bad.reshape(bad.shape[0], -1))[0].tolist()))
       raise NonFiniteBatch(f"{name} has non-finite values in rows {rows}")
-  return {**out, **prompts}
+  return {**out, **prompts, **positions}
+
+
+def _positions(batch: Mapping[str, Any], keys: tuple[str, ...], shape: tuple[int, int]
+               ) -> dict[str, np.ndarray]:
+  """A batch's `loss_positions` [B, R] (int32, each in [0, L): `batching.loss_positions`);
+  {} for a batch without them."""
+  if "loss_positions" not in keys:
+    return {}
+  x = np.asarray(batch["loss_positions"])
+  if (x.ndim != 2 or x.shape[0] != shape[0] or not np.issubdtype(x.dtype, np.integer)
+      or x.min(initial=0) < 0 or x.max(initial=0) >= shape[1]):
+    raise ValueError(f"loss_positions {x.dtype} {x.shape} must be an integer [B, R] array "
+                     f"of positions in [0, {shape[1]}), B = {shape[0]} rows")
+  return {"loss_positions": x.astype(np.int32)}
 
 
 def _prompts(batch: Mapping[str, Any], keys: tuple[str, ...], rows: int

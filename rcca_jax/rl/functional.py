@@ -90,13 +90,32 @@ class FunctionalModel:
                      batch: Mapping[str, Array], logits_chunk: int = 0,
                      temperature: float = 1.0) -> tuple[Array, Array, Mapping[str, Any]]:
     """`logprobs` of an RL batch's rows: `prefix_logprobs` when it stores each group's
-    prompt once (`PROMPT_KEYS`: `batching.prefix_batch`), else of `input_ids` whole."""
+    prompt once (`PROMPT_KEYS`: `batching.prefix_batch`), `loss_logprobs` when it
+    lists the positions the loss reads (`loss_positions`), else of `input_ids` whole."""
+    if "loss_positions" in batch:
+      return self.loss_logprobs(params, model_state, batch["input_ids"],
+                                batch["attention_mask"], batch["loss_positions"],
+                                temperature)
     if "prompt_ids" in batch:
       return self.prefix_logprobs(params, model_state, batch["prompt_ids"],
                                   batch["prompt_mask"], batch["input_ids"],
                                   batch["attention_mask"], temperature)
     return self.logprobs(params, model_state, batch["input_ids"], batch["attention_mask"],
                          logits_chunk, temperature)
+
+  def loss_logprobs(self, params: PyTree, model_state: PyTree, input_ids: Array,
+                    attention_mask: Array, positions: Array, temperature: float = 1.0
+                    ) -> tuple[Array, Array, Mapping[str, Any]]:
+    """`logprobs` [B, L] at the target `positions` [B, R] alone (0 elsewhere): the
+    model's final hidden states, and the LM head and its softmax at the states that
+    predict those targets only (`selected_token_logprobs`; models with
+    `return_hidden` and `project_logits`)."""
+    model = self.merge(params, model_state)
+    hidden, aux = model(input_ids, attention_mask=attention_mask, return_aux=True,
+                        return_hidden=True)
+    logp, entropy = selected_token_logprobs(model.project_logits, hidden, input_ids,
+                                            positions, temperature)
+    return logp, entropy, aux
 
   def prefix_logprobs(self, params: PyTree, model_state: PyTree, prompt_ids: Array,
                       prompt_mask: Array, input_ids: Array, attention_mask: Array,
@@ -168,6 +187,20 @@ def token_logprobs(logits: Array, input_ids: Array, temperature: float = 1.0
   """
   logp, entropy = _target_logprobs(logits[:, :-1], input_ids[:, 1:], temperature)
   return _aligned(logp), _aligned(entropy)
+
+
+def selected_token_logprobs(project: Callable[[Array], Array], hidden: Array,
+                            input_ids: Array, positions: Array, temperature: float = 1.0
+                            ) -> tuple[Array, Array]:
+  """`token_logprobs(project(hidden), input_ids, temperature)` at `positions` [B, R]
+  (targets t >= 1; 0 pads) and 0 elsewhere, projecting only the states at t - 1."""
+  rows = jnp.arange(hidden.shape[0])[:, None]
+  h = hidden[rows, jnp.maximum(positions - 1, 0)]
+  logp, entropy = _target_logprobs(project(h), input_ids[rows, positions], temperature)
+  keep = positions > 0
+  zeros = jnp.zeros(input_ids.shape, jnp.float32)
+  return (zeros.at[rows, positions].add(jnp.where(keep, logp, 0.0)),
+          zeros.at[rows, positions].add(jnp.where(keep, entropy, 0.0)))
 
 
 def chunked_token_logprobs(project: Callable[[Array], Array], hidden: Array,

@@ -17,6 +17,9 @@ from rcca_jax.rl import optim
 from rcca_jax.rl import train_step
 
 SFT_KEYS = ("input_ids", "attention_mask", "loss_mask")
+# With `sft.head_on_loss_positions`: the positions the loss reads
+# (`batching.loss_positions`), where alone the LM head runs.
+POSITION_KEYS = ("loss_positions",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +44,12 @@ class NextTokenObjective:
   def batch_metrics(self, batch):
     del batch
     return {}
+
+
+def next_token_objective(head_on_loss_positions: bool = False) -> NextTokenObjective:
+  """The SFT objective of the `sft` section: with `head_on_loss_positions` it reads
+  the batch's `loss_positions` (the LM head runs there alone)."""
+  return NextTokenObjective(SFT_KEYS + (POSITION_KEYS if head_on_loss_positions else ()))
 
 
 def make_sft_step(fmodel: train_step.FunctionalModel,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -279,9 +279,12 @@ class Programs:
     s = self.job.sft
     idx = batching.grouped_batch_indices(lengths, s.batch_size, step, self.job.seed,
                                          s.length_grouped)
-    return multihost.local_share(batching.sft_rows(
-        [examples[i] for i in idx], rows=rows, max_len=s.max_len, pad_id=self.pad_id,
-        bucket=s.length_bucket), self.mesh)
+    batch = batching.sft_rows([examples[i] for i in idx], rows=rows, max_len=s.max_len,
+                              pad_id=self.pad_id, bucket=s.length_bucket)
+    if s.head_on_loss_positions:
+      batch["loss_positions"] = batching.loss_positions(batch["loss_mask"],
+                                                        s.length_bucket)
+    return multihost.local_share(batch, self.mesh)
 
   def copy_metrics(self, state, tasks: list) -> dict[str, Any]:
     """The teacher-forced copy metrics of the copying families' `tasks`
@@ -300,11 +303,14 @@ class Programs:
         pad_id=self.pad_id)
     return {**out, "copy_s": time.time() - t0} if out else out
 
-  def site_metrics(self, state, tasks: list) -> dict[str, Any]:
+  def site_metrics(self, state, tasks: list, *, kinds: Optional[Sequence[str]] = None,
+                   length_bucket: int = 0) -> dict[str, Any]:
     """The exact site metrics of `tasks` under `state` (`train.site_metrics`; {} when
     no task has sites), scored in RL-step-shaped batches ([prompts_per_step x
-    group_size, max_prompt_len + max_new_tokens]). Every process calls it (the batch
-    is split over the processes like an RL batch)."""
+    group_size, max_prompt_len + max_new_tokens]; with `length_bucket` each batch's
+    longest sequence rounded up to a multiple of it); the sites of `kinds` only, when
+    given. Every process calls it (the batch is split over the processes like an RL
+    batch)."""
     r = self.job.rl
 
     def score(batch):
@@ -313,7 +319,8 @@ class Programs:
     t0 = time.time()
     out = site_metrics_lib.evaluate_sites(
         score, self.tokenizer, tasks, rows=r.prompts_per_step * r.group_size,
-        max_len=r.max_prompt_len + r.max_new_tokens, pad_id=self.pad_id)
+        max_len=r.max_prompt_len + r.max_new_tokens, pad_id=self.pad_id, kinds=kinds,
+        length_bucket=length_bucket)
     if out.get("sites_skipped"):
       run_log.note("site metrics: %d sites left out (sequence longer than %d tokens)",
                    out["sites_skipped"], r.max_prompt_len + r.max_new_tokens)

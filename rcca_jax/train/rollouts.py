@@ -179,10 +179,11 @@ def step_row(rollouts: Sequence[Rollout], blame: str, controlled: bool,
 
 def assign_weights(rollouts: Sequence[Rollout], *,
                    weights: Mapping[str, float] | None = None,
-                   blame: str = "evaluator") -> None:
+                   blame: str = "evaluator", placebo_draw: int = 0) -> None:
   """Each graded rollout's `wbar` (diagnostic weights `weights`) under `blame`
   (`credit.blame`): the evaluator's issues; "placebo": those weights laid out at
-  random (seeded by the rollout's sampler seed and its row in `rollouts`); "oracle":
+  random (seeded by the rollout's sampler seed and its row in `rollouts`, and by
+  `placebo_draw` when it is not 0: independent layouts of one batch); "oracle":
   the known bug sites it carries, or the evaluator's issues when it is not a
   combination of its task's sites; "sibling_diff": `weights["direct"]` on its tokens
   that differ from its group's best response when its reward is below that best
@@ -200,8 +201,8 @@ def assign_weights(rollouts: Sequence[Rollout], *,
         issues, rollout.blame = known, "oracle"
     wbar = credit.diagnostic_weights(rollout.offsets, issues, **dict(weights or {}))
     if blame == "placebo":
-      wbar, rollout.blame = blame_lib.placebo_weights(
-          wbar, (PLACEBO_SALT, rollout.seed, row)), "placebo"
+      seed = (PLACEBO_SALT, rollout.seed, row) + ((placebo_draw,) if placebo_draw else ())
+      wbar, rollout.blame = blame_lib.placebo_weights(wbar, seed), "placebo"
     rollout.wbar = wbar
 
 

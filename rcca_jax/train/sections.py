@@ -192,6 +192,10 @@ class SftSection:
   # lengths (`batching.grouped_batch_indices`; 0: off): little padding with
   # `length_bucket`, every example once per epoch, but not the same steps' examples.
   length_grouped: int = 0
+  # The LM head and its softmax at the positions the loss reads alone (responses, not
+  # prompts or padding: `batching.loss_positions`, bucketed by `length_bucket`); the
+  # same loss within float32 rounding. Models with `return_hidden` (Llama, Ling).
+  head_on_loss_positions: bool = False
   # `total_steps` when absent: the stage's length, `num_steps` (`optimizer_config`).
   optimizer: optim.OptimizerConfig = _typed(optim.OptimizerConfig, _sft_optimizer,
                                             derived=STAGE_LENGTH)

@@ -41,7 +41,8 @@ class SftLoop:
     examples = self.tasks.sft_examples()
     lengths = [len(ids) for ids, _ in examples]
     rows = self.programs.packed_rows(examples, s)
-    update = self.programs.compile(sft_lib.NextTokenObjective(), s.optimizer)
+    update = self.programs.compile(sft_lib.next_token_objective(s.head_on_loss_positions),
+                                   s.optimizer)
     bar = run_log.Progress("sft", stage.num_steps, start)
     guard = faults.NonFiniteGuard("SFT", self.job.max_nonfinite_in_row)
     every_s, saved_at = self.job.checkpoint.every_seconds, time.time()

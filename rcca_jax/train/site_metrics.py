@@ -48,8 +48,10 @@ def p_bug(logp_bug: float, logp_reference: float) -> float:
   return e / (1.0 + e)
 
 
-def site_sequences(tokenizer: Any, tasks: Sequence[Any]) -> list[SiteSequence]:
-  """The reference and every single-site variant of each task that has sites."""
+def site_sequences(tokenizer: Any, tasks: Sequence[Any],
+                   kinds: Optional[Sequence[str]] = None) -> list[SiteSequence]:
+  """The reference and every single-site variant of each task that has sites (those
+  of `kinds` only, when given: e.g. ("bug",))."""
   out = []
   for task in tasks:
     sites = sites_lib.sites_of(task)
@@ -57,7 +59,8 @@ def site_sequences(tokenizer: Any, tasks: Sequence[Any]) -> list[SiteSequence]:
       continue
     reference = sites_lib.reference_answer(task)
     texts = [(None, reference)] + [
-        (s, sites_lib.render(reference, sites, {s.name: True})[0]) for s in sites]
+        (s, sites_lib.render(reference, sites, {s.name: True})[0]) for s in sites
+        if kinds is None or s.kind in kinds]
     for site, text in texts:
       ids, mask = chat.format_sft_example(tokenizer, task.request, text)
       start = mask.index(1)
@@ -66,17 +69,21 @@ def site_sequences(tokenizer: Any, tasks: Sequence[Any]) -> list[SiteSequence]:
 
 
 def sequence_logps(score: ScoreFn, sequences: Sequence[SiteSequence], *, rows: int,
-                   max_len: int, pad_id: int) -> np.ndarray:
+                   max_len: int, pad_id: int, length_bucket: int = 0) -> np.ndarray:
   """Summed answer log-probability of each sequence, `rows` at a time (the last batch
-  filled with copies of its first sequence); NaN for sequences longer than `max_len`."""
+  filled with copies of its first sequence); NaN for sequences longer than `max_len`.
+  Batches are `max_len` long, or with `length_bucket` their longest sequence rounded up
+  to a multiple of it (`batching.bucket_length`)."""
   out = np.full(len(sequences), np.nan)
   fits = [i for i, s in enumerate(sequences) if len(s.prompt) + len(s.answer) <= max_len]
   for lo in range(0, len(fits), rows):
     chunk = fits[lo:lo + rows]
     picked = [sequences[i] for i in chunk]
     picked += [picked[0]] * (rows - len(picked))
+    width = batching.bucket_length(max(len(s.prompt) + len(s.answer) for s in picked),
+                                   max_len, length_bucket)
     batch = batching.pack_batch([s.prompt for s in picked], [s.answer for s in picked],
-                                max_len=max_len, pad_id=pad_id)
+                                max_len=width, pad_id=pad_id)
     sums = np.asarray(score(batch), np.float64)
     if sums.shape != (rows,):
       raise ValueError(f"score returned shape {sums.shape}, expected ({rows},)")
@@ -111,13 +118,16 @@ def bug_prob_mean(records: Sequence[dict[str, Any]]) -> Optional[float]:
 
 
 def evaluate_sites(score: ScoreFn, tokenizer: Any, tasks: Sequence[Any], *, rows: int,
-                   max_len: int, pad_id: int) -> dict[str, Any]:
+                   max_len: int, pad_id: int, kinds: Optional[Sequence[str]] = None,
+                   length_bucket: int = 0) -> dict[str, Any]:
   """`bug_prob_mean`, `sites` (the records) and `sites_skipped` of `tasks` ({} when no
-  task has sites)."""
-  sequences = site_sequences(tokenizer, tasks)
+  task has sites); `kinds` and `length_bucket` as in `site_sequences` and
+  `sequence_logps`."""
+  sequences = site_sequences(tokenizer, tasks, kinds)
   if not sequences:
     return {}
-  logps = sequence_logps(score, sequences, rows=rows, max_len=max_len, pad_id=pad_id)
+  logps = sequence_logps(score, sequences, rows=rows, max_len=max_len, pad_id=pad_id,
+                         length_bucket=length_bucket)
   records, skipped = site_records(sequences, logps)
   return {"bug_prob_mean": bug_prob_mean(records), "sites": records,
           "sites_skipped": skipped}

@@ -207,7 +207,8 @@ class Trainer:
     advantages = rollouts_lib.group_advantages(rollouts, r.group_size,
                                                self.loss.scale_advantages_by_std)
     rollouts_lib.assign_weights(rollouts, weights=self.credit_weights,
-                                blame=self.credit.blame)
+                                blame=self.credit.blame,
+                                placebo_draw=self.credit.placebo_draw)
     t_batch = time.time()
     batch = rollouts_lib.rl_batch(rollouts, advantages, in_loss=in_loss,
                                   max_len=r.max_prompt_len + r.max_new_tokens,

@@ -54,6 +54,8 @@ class CreditConfigTest(absltest.TestCase):
       blame.CreditConfig(blame="teleport")
     with self.assertRaisesRegex(ValueError, "negative_unblamed=-1"):
       blame.CreditConfig(negative_unblamed=-1.0)
+    with self.assertRaisesRegex(ValueError, "placebo_draw=-1 must be >= 0"):
+      blame.CreditConfig(placebo_draw=-1)
     with self.assertRaisesRegex(ValueError, "direct=0.5 must be >= 1"):
       blame.CreditConfig(direct=0.5)
     with self.assertRaisesRegex(ValueError, "unknown credit config keys: colour"):
@@ -165,6 +167,14 @@ class AssignWeightsTest(absltest.TestCase):
     rollouts_lib.assign_weights(batch, blame="placebo")
     np.testing.assert_array_equal(batch[0].wbar, first)
     self.assertFalse(np.array_equal(batch[0].wbar, batch[1].wbar[:len(first)]))
+    # Draw 0 is the default layout; another draw is an independent layout, same runs.
+    rollouts_lib.assign_weights(batch, blame="placebo", placebo_draw=0)
+    np.testing.assert_array_equal(batch[0].wbar, first)
+    np.testing.assert_array_equal(
+        first, blame.placebo_weights(evaluator[0], (rollouts_lib.PLACEBO_SALT, 11, 0)))
+    rollouts_lib.assign_weights(batch, blame="placebo", placebo_draw=2)
+    self.assertFalse(np.array_equal(batch[0].wbar, first))
+    self.assertEqual(sorted(batch[0].wbar.tolist()), sorted(first.tolist()))
     with self.assertRaisesRegex(ValueError, "blame='x'"):
       rollouts_lib.assign_weights(batch, blame="x")
 

@@ -10,6 +10,7 @@ from absl.testing import absltest
 
 from experiments import tiny_cpu
 from rcca_jax.data import batching
+from rcca_jax.rl import sft as sft_lib
 from rcca_jax.train import trainer as trainer_lib
 from tests.fixtures import rl_fixtures
 from tests.fixtures.trainer_fixtures import FakeGrader
@@ -135,6 +136,22 @@ class TrainerSftBatchTest(absltest.TestCase):
               lengths, s.batch_size, k, trainer.job.seed, 5)), s.max_len, 64)
           for k in range(5)])
       self.assertLess(min(widths), s.max_len)
+
+  def test_the_loss_positions_reach_the_trainers_batches_and_objective(self):
+    """`sft.head_on_loss_positions`: each step's batch lists its loss positions
+    (bucketed as its rows) and the SFT objective reads them."""
+    config = tiny_cpu.get_config()
+    config.sft.update(length_bucket=64, head_on_loss_positions=True)
+    config.eval.enabled = False
+    workdir = self.create_tempdir().full_path
+    with trainer_lib.Trainer(config, workdir, grader=FakeGrader((0.5,))) as trainer:
+      examples = trainer.tasks.sft_examples()
+      lengths = [len(ids) for ids, _ in examples]
+      batch = trainer.programs.sft_batch(examples, lengths, 0, 0)
+      np.testing.assert_array_equal(batch["loss_positions"],
+                                    batching.loss_positions(batch["loss_mask"], 64))
+    self.assertIn("loss_positions", sft_lib.next_token_objective(True).keys)
+    self.assertNotIn("loss_positions", sft_lib.next_token_objective(False).keys)
 
 
 if __name__ == "__main__":

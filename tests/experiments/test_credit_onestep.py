@@ -84,6 +84,58 @@ class StatisticsTest(absltest.TestCase):
                      [("rcca_focus", "rcca_focus_placebo"), ("rcca", "rcca_placebo"),
                       ("rcca_focus_mass01", "rcca_focus_mass01_placebo")])
 
+  def test_placebo_draws_are_compared_as_their_mean(self):
+    arms = ["grpo", "rcca_focus", "rcca_focus_placebo", "rcca_focus_placebo_d2",
+            "rcca_focus_placebo_d10"]
+    self.assertEqual(onestep.draws_of(onestep.PLACEBO_MEAN, arms),
+                     ["rcca_focus_placebo", "rcca_focus_placebo_d2",
+                      "rcca_focus_placebo_d10"])
+    self.assertEqual(onestep.draws_of("grpo", arms), ["grpo"])
+    self.assertEqual(onestep.comparisons(arms),
+                     [("rcca_focus", "rcca_focus_placebo"),
+                      ("rcca_focus", onestep.PLACEBO_MEAN), ("rcca_focus", "grpo"),
+                      ("rcca_focus_placebo", "grpo"), (onestep.PLACEBO_MEAN, "grpo")])
+    pairs = [{"before": 0.0, "after": {"rcca_focus_placebo": 0.3,
+                                       "rcca_focus_placebo_d2": -0.1,
+                                       "rcca_focus_placebo_d10": 0.1}}]
+    np.testing.assert_allclose(onestep.changes(pairs, onestep.PLACEBO_MEAN, "margin"),
+                               [0.1])
+    p = [onestep.p_bugs(np.asarray([m]))[0] - 0.5 for m in (0.3, -0.1, 0.1)]
+    np.testing.assert_allclose(onestep.changes(pairs, onestep.PLACEBO_MEAN, "p_bug"),
+                               [np.mean(p)])
+
+  def test_resolution_against_the_mean_of_the_draws(self):
+    rng = np.random.default_rng(0)
+    arms = ["grpo", "rcca_focus", "rcca_focus_placebo", "rcca_focus_placebo_d1"]
+    pairs = [{"step": step, "blamed": bool(step % 2), "before": 0.0,
+              "after": dict(zip(arms, rng.normal(size=len(arms))))} for step in range(8)]
+    stats = onestep.statistics(pairs, arms, reps=200, seed=0)
+    r = onestep.resolution(stats, 18.0, "")
+    mean = onestep.find_difference(stats, "rcca_focus", onestep.PLACEBO_MEAN)
+    self.assertEqual(r["placebo_mean"]["draws"], 2)
+    self.assertEqual(r["placebo_mean"]["blamed_margin"],
+                     mean["blamed"]["margin"]["half_width"])
+    focus = onestep.changes(pairs, "rcca_focus", "margin")
+    placebos = [onestep.changes(pairs, a, "margin") for a in arms[2:]]
+    self.assertAlmostEqual(mean["all"]["margin"]["mean"],
+                           float(np.mean(focus - np.mean(placebos, axis=0))))
+    self.assertIn("Against the mean of 2 placebo layouts", onestep.resolution_text(r))
+
+  def test_merged_measurements_join_the_arms_of_each_pair(self):
+    def line(step, before, after):
+      return {"step": step, "pairs": [{"step": step, "task_id": "t", "site": "b",
+                                       "before": before, "after": after}],
+              "updates": {a: {} for a in after}, "measure_s": 1.0}
+    mine = {0: line(0, 0.5, {"grpo": 0.4}), 1: line(1, 0.5, {"grpo": 0.3})}
+    theirs = {1: line(1, 0.5, {"rcca_focus": 0.2}), 2: line(2, 0.5, {"rcca_focus": 0.1})}
+    got = onestep.merge_lines(mine, [theirs])
+    self.assertEqual(list(got), [1])
+    self.assertEqual(got[1]["pairs"][0]["after"], {"grpo": 0.3, "rcca_focus": 0.2})
+    self.assertEqual((got[1]["measure_s"], mine[1]["pairs"][0]["after"]),
+                     (2.0, {"grpo": 0.3}))
+    with self.assertRaisesRegex(ValueError, "step 1, site .*differ"):
+      onestep.merge_lines(mine, [{1: line(1, 0.7, {"rcca_focus": 0.2})}])
+
   def test_property_shares_sum_the_batches_counts(self):
     got = onestep.property_shares([{"tokens": 10, "responses": 2, "fix": 0.5,
                                     "fix_pairs": 1},

@@ -71,6 +71,13 @@ class ArmsTest(parameterized.TestCase):
     self.assertEqual(focus.rl.loss.rcca_negative_unblamed, unblamed)
     self.assertEqual(dataclasses.replace(placebo, credit=focus.credit), focus)
 
+  @parameterized.parameters(*range(1, study3.PLACEBO_DRAWS + 1))
+  def test_placebo_draws_differ_from_the_placebo_in_the_draw_only(self, draw):
+    placebo = job("low_overlap", "rcca_focus_placebo")
+    other = job("low_overlap", f"rcca_focus_placebo_d{draw}")
+    self.assertEqual(other.credit.placebo_draw, draw)
+    self.assertEqual(dataclasses.replace(other, credit=placebo.credit), placebo)
+
   def test_mass_sign_and_preset_arms(self):
     mass = job("low_overlap", "rcca_focus_mass01").rl.loss
     self.assertEqual((mass.policy_loss, mass.negative_mass, mass.negative_scale),

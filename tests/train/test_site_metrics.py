@@ -77,6 +77,26 @@ class PureTest(parameterized.TestCase):
     self.assertEqual(site_metrics.bug_prob_mean(records), rec["p_bug"])
     self.assertIsNone(site_metrics.bug_prob_mean([]))
 
+  def test_bug_sites_only_and_batches_as_long_as_their_sequences(self):
+    tok = load_tokenizer("data/tokenizer")
+    seqs = site_metrics.site_sequences(tok, [counter_task()], kinds=("bug",))
+    self.assertEqual([s.site and s.site.name for s in seqs], [None, "bug0"])
+    rows = [site_metrics.SiteSequence("a", None, [5, 6], [7, 8]),
+            site_metrics.SiteSequence("b", None, [1], [2, 3, 4, 5, 6]),
+            site_metrics.SiteSequence("c", None, [1] * 9, [2] * 9)]  # too long
+    calls = []
+
+    def score(batch):
+      calls.append(batch["input_ids"].shape)
+      return _sum_score(batch)
+
+    got = site_metrics.sequence_logps(score, rows, rows=1, max_len=16, pad_id=0,
+                                      length_bucket=4)
+    self.assertEqual(calls, [(1, 4), (1, 8)])  # 4 and 6 tokens, rounded up to 4s
+    np.testing.assert_array_equal(got, [15.0, 20.0, np.nan])
+    np.testing.assert_array_equal(
+        got, site_metrics.sequence_logps(_sum_score, rows, rows=1, max_len=16, pad_id=0))
+
   def test_a_score_of_the_wrong_shape_is_an_error(self):
     seqs = [site_metrics.SiteSequence("a", None, [5], [7])]
     with self.assertRaisesRegex(ValueError, r"shape \(1,\), expected \(2,\)"):
