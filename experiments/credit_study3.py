@@ -74,17 +74,19 @@ responses clean; low_overlap (10 batches) 391 tokens, 49% located, fix 45%, same
 5%, 1.9% of positive responses clean, 95% of groups without a clean response. Blamed
 share of failed responses' tokens (evaluator): 17% (s1_0), 23% (low_overlap).
 
-Runtime: not run as whole runs. Instrument pilot on low_overlap (seed 0's SFT, 393 s
-with its task-set build and dev evaluation: post-SFT p_bug 0.722, greedy pass 0, pass@1
-0.06; then 10 batches x the 8 `PILOT_ARMS`, 510 s in two invocations on the shared
-2-core CPU, 28-77 s per batch). Result (10 batches, 120 (batch, site) pairs, 48 blamed;
-95% bootstrap over batches; Δmargin in nats at blamed sites): focus − placebo −0.022
-[−0.056, +0.013] (s1_0's first 10 batches: +0.051 [−0.039, +0.143]); mass-matched
-focus − placebo −0.021 [−0.040, +0.005]; negative-only focus − placebo −0.051 [−0.082,
-−0.019] (Δp_bug −0.0085 [−0.0151, −0.0023]); grpo_neg_const − grpo −0.087 [−0.132,
-−0.048]. The sign turns toward a location benefit where no positive response holds the
-fix, clearest with no positive update; a pilot with several comparisons, not a result.
-Commands and numbers: /root/cs3/PILOT_settings.md of that session.
+Runtime and results: not run as whole runs. The one-step instrument from each
+setting's seed-0 SFT (5-13 min each on 2 cores; commands, machine and wall times in
+experiments/results/credit_study3/README.md): low_overlap 100 batches x 5 arms (52
+min), multi_bug 100 x 5 (53 min, shared), long 33 of 50 batches x 4 (SFT 13
+min, sampling 9 min, 37 min measuring; stopped, resumable). Focus − placebo at blamed
+sites, nats per update (95% bootstrap over batches): low_overlap +0.008 [−0.005,
++0.021], multi_bug +0.014 [−0.004, +0.032], long −0.083 [−0.217, +0.059] at 18
+blamed sites and −0.057 [−0.087, −0.030] at all 132 (s1_0, 55 batches: +0.045
+[+0.003, +0.086]); with negative updates only, low_overlap −0.017 [−0.032, −0.001] and
+multi_bug +0.005 [−0.014, +0.023]. No location benefit at the first update in the
+short settings beyond 7-8% of focus's own effect (but for negative-only updates in
+low_overlap); in long responses the placebo loses about a third of focus's effect. The
+pilot's negative-only −0.051 (10 batches) shrank to −0.017 at 100.
 """
 
 import ml_collections

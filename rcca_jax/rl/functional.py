@@ -95,7 +95,7 @@ class FunctionalModel:
     if "loss_positions" in batch:
       return self.loss_logprobs(params, model_state, batch["input_ids"],
                                 batch["attention_mask"], batch["loss_positions"],
-                                temperature)
+                                logits_chunk, temperature)
     if "prompt_ids" in batch:
       return self.prefix_logprobs(params, model_state, batch["prompt_ids"],
                                   batch["prompt_mask"], batch["input_ids"],
@@ -104,17 +104,17 @@ class FunctionalModel:
                          logits_chunk, temperature)
 
   def loss_logprobs(self, params: PyTree, model_state: PyTree, input_ids: Array,
-                    attention_mask: Array, positions: Array, temperature: float = 1.0
-                    ) -> tuple[Array, Array, Mapping[str, Any]]:
+                    attention_mask: Array, positions: Array, logits_chunk: int = 0,
+                    temperature: float = 1.0) -> tuple[Array, Array, Mapping[str, Any]]:
     """`logprobs` [B, L] at the target `positions` [B, R] alone (0 elsewhere): the
     model's final hidden states, and the LM head and its softmax at the states that
-    predict those targets only (`selected_token_logprobs`; models with
-    `return_hidden` and `project_logits`)."""
+    predict those targets only (`selected_token_logprobs`, `logits_chunk` of them at a
+    time; models with `return_hidden` and `project_logits`)."""
     model = self.merge(params, model_state)
     hidden, aux = model(input_ids, attention_mask=attention_mask, return_aux=True,
                         return_hidden=True)
     logp, entropy = selected_token_logprobs(model.project_logits, hidden, input_ids,
-                                            positions, temperature)
+                                            positions, temperature, logits_chunk)
     return logp, entropy, aux
 
   def prefix_logprobs(self, params: PyTree, model_state: PyTree, prompt_ids: Array,
@@ -190,13 +190,24 @@ def token_logprobs(logits: Array, input_ids: Array, temperature: float = 1.0
 
 
 def selected_token_logprobs(project: Callable[[Array], Array], hidden: Array,
-                            input_ids: Array, positions: Array, temperature: float = 1.0
-                            ) -> tuple[Array, Array]:
+                            input_ids: Array, positions: Array, temperature: float = 1.0,
+                            chunk: int = 0) -> tuple[Array, Array]:
   """`token_logprobs(project(hidden), input_ids, temperature)` at `positions` [B, R]
-  (targets t >= 1; 0 pads) and 0 elsewhere, projecting only the states at t - 1."""
+  (targets t >= 1; 0 pads) and 0 elsewhere, projecting only the states at t - 1
+  (`chunk` > 0: that many positions at a time, as `chunked_token_logprobs`)."""
   rows = jnp.arange(hidden.shape[0])[:, None]
   h = hidden[rows, jnp.maximum(positions - 1, 0)]
-  logp, entropy = _target_logprobs(project(h), input_ids[rows, positions], temperature)
+  targets = input_ids[rows, positions]
+  if chunk:
+    width = positions.shape[1]
+    pad = -width % chunk
+    logp, entropy = layers.checkpointed_chunks(
+        lambda h_c, t_c: _target_logprobs(project(h_c), t_c, temperature),
+        (jnp.pad(h, ((0, 0), (0, pad), (0, 0))), jnp.pad(targets, ((0, 0), (0, pad)))),
+        chunk)
+    logp, entropy = logp[:, :width], entropy[:, :width]
+  else:
+    logp, entropy = _target_logprobs(project(h), targets, temperature)
   keep = positions > 0
   zeros = jnp.zeros(input_ids.shape, jnp.float32)
   return (zeros.at[rows, positions].add(jnp.where(keep, logp, 0.0)),

@@ -63,8 +63,10 @@ class LayoutTest(absltest.TestCase):
 
 class SameLossTest(parameterized.TestCase):
 
-  @parameterized.parameters(("llama", 0), ("ling", 0), ("llama", 4))
-  def test_logprobs_loss_and_gradients_within_float32_rounding(self, family, bucket):
+  @parameterized.parameters(("llama", 0, 0), ("ling", 0, 0), ("llama", 4, 0),
+                            ("ling", 4, 3))
+  def test_logprobs_loss_and_gradients_within_float32_rounding(self, family, bucket,
+                                                               chunk):
     """Both compute the same terms: each target's log-prob is the log-softmax of the
     head at the hidden state before it, which the full-sequence model computes the same
     way in both; only the head's matmul runs over fewer rows (its blocking, hence the
@@ -73,7 +75,8 @@ class SameLossTest(parameterized.TestCase):
     gamma_n of the terms' magnitudes sum_bt |dL/dlogp_bt| |dlogp_bt/dtheta|, n counted
     at the full batch's width (`rl_fixtures.assert_within_rounding`); a target read
     one position off, or a row's targets dropped, moves entries by a share of order
-    one of that scale."""
+    one of that scale. With `chunk` the head runs that many positions at a time
+    (`logits_chunk`) on both sides."""
     batch = batching.sft_batch(_examples(), max_len=16, pad_id=0, bucket=bucket)
     positions = dict(batch, loss_positions=batching.loss_positions(batch["loss_mask"],
                                                                    bucket))
@@ -82,8 +85,8 @@ class SameLossTest(parameterized.TestCase):
     for name, b, keys in (("all", batch, sft_lib.SFT_KEYS),
                           ("selected", positions, sft_lib.SFT_KEYS + sft_lib.POSITION_KEYS)):
       objective = sft_lib.NextTokenObjective(keys)
-      grads_fn = jax.jit(ts.make_gradient_fn(fmodel, objective))
-      logp_fn = jax.jit(lambda p, s, x: fmodel.batch_logprobs(p, s, x)[:2])
+      grads_fn = jax.jit(ts.make_gradient_fn(fmodel, objective, logits_chunk=chunk))
+      logp_fn = jax.jit(lambda p, s, x: fmodel.batch_logprobs(p, s, x, chunk)[:2])
       out[name] = (grads_fn(fmodel.params, fmodel.model_state, ts.numpy_batch(b, keys)),
                    logp_fn(fmodel.params, fmodel.model_state, ts.numpy_batch(b, keys)))
     (loss0, grads0, _, _), (logp0, ent0) = out["all"]
