@@ -218,12 +218,8 @@ def arm_batch(trainer: Any, rollouts: Sequence[Any], a: Arm) -> dict[str, np.nda
                                              a.loss.scale_advantages_by_std)
   rollouts_lib.assign_weights(mine, weights=a.weights, blame=a.blame,
                               placebo_draw=a.placebo_draw)
-  return rollouts_lib.rl_batch(mine, advantages,
-                               max_len=r.max_prompt_len + r.max_new_tokens,
-                               pad_id=trainer.programs.pad_id,
-                               length_bucket=r.length_bucket,
-                               shared_prefix=((r.group_size, r.max_prompt_len)
-                                              if r.shared_prefix else None))
+  return rollouts_lib.rl_batch(mine, advantages, pad_id=trainer.programs.pad_id,
+                               **rollouts_lib.rl_layout(r))
 
 
 def split(trainer: Any, grads_fn: Gradients, grpo: Arm, batch: Mapping[str, np.ndarray],

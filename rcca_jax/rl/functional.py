@@ -196,39 +196,37 @@ def selected_token_logprobs(project: Callable[[Array], Array], hidden: Array,
   (targets t >= 1; 0 pads) and 0 elsewhere, projecting only the states at t - 1
   (`chunk` > 0: that many positions at a time, as `chunked_token_logprobs`)."""
   rows = jnp.arange(hidden.shape[0])[:, None]
-  h = hidden[rows, jnp.maximum(positions - 1, 0)]
-  targets = input_ids[rows, positions]
-  if chunk:
-    width = positions.shape[1]
-    pad = -width % chunk
-    logp, entropy = layers.checkpointed_chunks(
-        lambda h_c, t_c: _target_logprobs(project(h_c), t_c, temperature),
-        (jnp.pad(h, ((0, 0), (0, pad), (0, 0))), jnp.pad(targets, ((0, 0), (0, pad)))),
-        chunk)
-    logp, entropy = logp[:, :width], entropy[:, :width]
-  else:
-    logp, entropy = _target_logprobs(project(h), targets, temperature)
+  logp, entropy = _projected_logprobs(project, hidden[rows, jnp.maximum(positions - 1, 0)],
+                                      input_ids[rows, positions], chunk, temperature)
   keep = positions > 0
   zeros = jnp.zeros(input_ids.shape, jnp.float32)
   return (zeros.at[rows, positions].add(jnp.where(keep, logp, 0.0)),
           zeros.at[rows, positions].add(jnp.where(keep, entropy, 0.0)))
 
 
+def _projected_logprobs(project: Callable[[Array], Array], h: Array, targets: Array,
+                        chunk: int, temperature: float) -> tuple[Array, Array]:
+  """`_target_logprobs(project(h), targets)` [B, N], `chunk` positions at a time when
+  `chunk` > 0 (each chunk's logits made, reduced, dropped and remade in the backward
+  pass: `layers.checkpointed_chunks`)."""
+  if not chunk:
+    return _target_logprobs(project(h), targets, temperature)
+  width = h.shape[1]
+  pad = -width % chunk
+  logp, entropy = layers.checkpointed_chunks(
+      lambda h_c, t_c: _target_logprobs(project(h_c), t_c, temperature),
+      (jnp.pad(h, ((0, 0), (0, pad), (0, 0))), jnp.pad(targets, ((0, 0), (0, pad)))),
+      chunk)
+  return logp[:, :width], entropy[:, :width]
+
+
 def chunked_token_logprobs(project: Callable[[Array], Array], hidden: Array,
                            input_ids: Array, chunk: int, temperature: float = 1.0
                            ) -> tuple[Array, Array]:
   """`token_logprobs(project(hidden), input_ids, temperature)` computed `chunk`
-  positions at a time.
-
-  Each chunk's logits [B, chunk, V] are made, reduced and dropped, and remade in the
-  backward pass (`layers.checkpointed_chunks`), so memory holds one chunk of logits
-  instead of the sequence's.
+  positions at a time, so memory holds one chunk of logits [B, chunk, V] instead of
+  the sequence's (`_projected_logprobs`).
   """
-  length = hidden.shape[1] - 1
-  pad = -length % chunk
-  h = jnp.pad(hidden[:, :-1], ((0, 0), (0, pad), (0, 0)))
-  targets = jnp.pad(input_ids[:, 1:], ((0, 0), (0, pad)))
-  logp, entropy = layers.checkpointed_chunks(
-      lambda h_c, t_c: _target_logprobs(project(h_c), t_c, temperature), (h, targets),
-      chunk)
-  return _aligned(logp[:, :length]), _aligned(entropy[:, :length])
+  logp, entropy = _projected_logprobs(project, hidden[:, :-1], input_ids[:, 1:], chunk,
+                                      temperature)
+  return _aligned(logp), _aligned(entropy)

@@ -296,6 +296,15 @@ def group_advantages(rollouts: Sequence[Rollout], group_size: int,
   return advantages
 
 
+def rl_layout(rl: Any) -> dict[str, Any]:
+  """`rl_batch`'s layout keywords of an `rl` section: rows of at most
+  `max_prompt_len + max_new_tokens`, `length_bucket`, and `shared_prefix` when set."""
+  return {"max_len": rl.max_prompt_len + rl.max_new_tokens,
+          "length_bucket": rl.length_bucket,
+          "shared_prefix": ((rl.group_size, rl.max_prompt_len) if rl.shared_prefix
+                            else None)}
+
+
 def rl_batch(rollouts: Sequence[Rollout], advantages: np.ndarray, *, max_len: int,
              pad_id: int, in_loss: np.ndarray | None = None,
              length_bucket: int = 0, shared_prefix: tuple[int, int] | None = None

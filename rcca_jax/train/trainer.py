@@ -211,11 +211,7 @@ class Trainer:
                                 placebo_draw=self.credit.placebo_draw)
     t_batch = time.time()
     batch = rollouts_lib.rl_batch(rollouts, advantages, in_loss=in_loss,
-                                  max_len=r.max_prompt_len + r.max_new_tokens,
-                                  pad_id=self.programs.pad_id,
-                                  length_bucket=r.length_bucket,
-                                  shared_prefix=((r.group_size, r.max_prompt_len)
-                                                 if r.shared_prefix else None))
+                                  pad_id=self.programs.pad_id, **rollouts_lib.rl_layout(r))
     # With flat groups dropped, a step without a group left anywhere applies no update.
     signal = in_loss is None or multihost.any_process(flat["groups_kept"] > 0)
     state, update = self._update(state, step, batch, parts, signal)
