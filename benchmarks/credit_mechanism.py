@@ -145,12 +145,25 @@ def sample_batches(trainer: Any, state: Any, steps: Sequence[int]) -> list[list]
 
 def save_batches(directory: str, steps: Sequence[int], batches: Sequence[list],
                  checkpoint: str) -> None:
+  """Pickles `batches` as steps `steps` of `directory`, added to the steps it holds
+  (of the same checkpoint, else ValueError)."""
   os.makedirs(directory, exist_ok=True)
+  meta_path = os.path.join(directory, "meta.json")
+  held: list[int] = []
+  if os.path.exists(meta_path):
+    with open(meta_path, encoding="utf-8") as f:
+      meta = json.load(f)
+    if meta["checkpoint"] != os.path.abspath(checkpoint):
+      raise ValueError(f"{directory} holds batches of {meta['checkpoint']}, not "
+                       f"{os.path.abspath(checkpoint)}")
+    held = meta["steps"]
   for step, rollouts in zip(steps, batches):
     with open(os.path.join(directory, f"batch_{step:06d}.pkl"), "wb") as f:
       pickle.dump(rollouts, f)
-  with open(os.path.join(directory, "meta.json"), "w", encoding="utf-8") as f:
-    json.dump({"checkpoint": os.path.abspath(checkpoint), "steps": list(steps)}, f)
+  with open(meta_path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump({"checkpoint": os.path.abspath(checkpoint),
+               "steps": sorted(set(held) | set(steps))}, f)
+  os.replace(meta_path + ".tmp", meta_path)
 
 
 def load_batches(directory: str, steps: Sequence[int], checkpoint: str) -> list[list]:

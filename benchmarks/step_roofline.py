@@ -5,6 +5,7 @@
         [--rl_max_len N] [--rl_lengths P:R,P:R,...] [--policy HF_DIR [--rounds 6]]
         [--sft_examples 128 --sft_group 0 --sft_bucket 64] [--no_rl] [--json OUT]
         [--model_set FIELD=VALUE,...] [--sft_head_on_loss] [--baseline REF]
+        [--baseline_env NAME=VALUE,...]
 
 For one config's model it times, in one process: the measured peak (a jitted float32
 matmul of the model's own MLP shape, [batch x length, hidden] @ [hidden, intermediate]
@@ -26,7 +27,9 @@ most, rows ending at the policy's end token), the same prompts and seeds in ever
 where finished rows and empty cache slots cost, the fixed-length decode line does not
 show it. `--model_set` overrides model fields of the config (for example
 `attention_block_size=64`); with `--baseline` it applies to this tree's runs only (the
-baseline runs its config as it was).
+baseline runs its config as it was). `--baseline_env` sets environment variables for the
+baseline's runs: `--baseline HEAD --baseline_env RCCA_ALLOCATOR=system` times the host
+allocator alone (this tree's runs re-execute with tcmalloc, `base/host_allocator.py`).
 
 One line per phase: tokens computed (rows x padded length), XLA's flop count of the
 compiled program (cost analysis: it counts the body of a `lax.scan`, the layer stack,
@@ -61,6 +64,7 @@ import numpy as np
 
 from flax import nnx
 
+from rcca_jax.base import host_allocator
 from rcca_jax.data import batching
 from rcca_jax.models import families
 from rcca_jax.models import llama_checkpoint
@@ -310,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--baseline", default="",
                       help="a commit: time the same phases there (a git worktree), "
                            "in this run, and print the ratios")
+  parser.add_argument("--baseline_env", default="",
+                      help="environment of the baseline's runs, NAME=VALUE "
+                           "comma-separated (e.g. RCCA_ALLOCATOR=system with --baseline "
+                           "HEAD: the host allocator alone)")
   args = parser.parse_args(argv)
   if args.baseline:
     return compare(args)
@@ -510,19 +518,22 @@ def compare(args: argparse.Namespace) -> int:
     sft_examples(args.sft_file, args.config, args.sft_examples)
   own = [f"--{name}" if value is True else f"--{name}={value}"
          for name, value in vars(args).items()
-         if name not in ("baseline", "json", "model_set", "sft_head_on_loss")
+         if name not in ("baseline", "baseline_env", "json", "model_set",
+                         "sft_head_on_loss")
          and value is not False]
   here = (([f"--model_set={args.model_set}"] if args.model_set else [])
           + (["--sft_head_on_loss"] if args.sft_head_on_loss else []))
   script = os.path.abspath(__file__)
+  base_env = dict(item.split("=", 1) for item in filter(None, args.baseline_env.split(",")))
   try:
     runs = {"baseline": [], "this": []}
     for _ in range(2):
       for name, cwd in (("baseline", base), ("this", REPO)):
         out = os.path.join(base, f"{name}_{len(runs[name])}.json")
         extra = here if name == "this" else []
+        env = {**os.environ, "PYTHONPATH": cwd, **(base_env if name == "baseline" else {})}
         subprocess.run([sys.executable, script, *own, *extra, f"--json={out}"], cwd=cwd,
-                       check=True, env={**os.environ, "PYTHONPATH": cwd})
+                       check=True, env=env)
         with open(out) as f:
           runs[name].append(json.load(f))
   finally:
@@ -551,4 +562,5 @@ def compare(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
+  host_allocator.preload_tcmalloc()
   sys.exit(main())

@@ -33,8 +33,11 @@ A site is blamed in a batch when some failed response (negative advantage) of it
 request carries the bug and the evaluator's blame covers it (`wbar > 1` on a token
 overlapping the bug's span in that response, the evaluator's diagnostic weights of
 the config's `credit`); otherwise unblamed (the bug absent from the failed responses,
-or present but not blamed; responses that are no combination of the task's sites
-cannot be located and count for neither).
+or present but not blamed). A response's bugs are read whole when it is exactly a
+combination of the task's sites, else site by site in each site's neighbourhood
+(`carried_bugs`, `sites.find_sites`: sampled noise elsewhere in a response no longer
+hides its bugs; sites with noise in their neighbourhood count for neither). Outputs
+measured before this locator are rewritten by `--relabel` (margins untouched).
 
 Statistics: pooled means over (batch, site) pairs; paired differences between arms on
 the same pairs; 95% percentile bootstrap intervals that resample batches (the
@@ -57,7 +60,9 @@ the placebo's (`PLACEBO_MEAN`). On low_overlap (44 batches) four layouts narrowe
 focus − placebo's interval by 1.2x only (the batch's own update, not the placebo's
 draw, carries the noise), so more batches buy more resolution than more layouts.
 `--merge` joins other outputs of the same checkpoint (other arms measured on the same
-batches, `--batches_dir`) into this one's statistics.
+batches, `--batches_dir`) into this one's statistics; `--join` adds other outputs' batches
+(other steps) on the arms all of them measure. Batches are sampled, saved and measured
+`--chunk` at a time, so a stopped run loses at most one chunk's sampling.
 
 Resolution: the half-width of focus − placebo's interval. For study 2's scale, the
 all-sites Δp_bug half-width is multiplied by the mean RL step of study 2's evaluations
@@ -108,6 +113,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from benchmarks import credit_mechanism
+from rcca_jax.base import host_allocator
 from rcca_jax.credit import blame as blame_lib
 from rcca_jax.credit import sites as sites_lib
 from rcca_jax.rl import batch_updates
@@ -212,12 +218,32 @@ def bug_margins(trainer: Any, state: Any, tasks: Sequence[Any]) -> dict[SiteKey,
           for r in records if r["kind"] == "bug"}
 
 
+LOCATOR = "exact, else window"  # how `site_blame` finds a failed response's bugs
+
+
+def carried_bugs(task: Any, text: str) -> tuple[dict[str, tuple[int, int]], bool]:
+  """The bug sites `text` carries, each with its span in `text` (a deletion: the
+  character after it), and whether `text` is exactly a combination of the task's sites.
+  A combination is read whole (`blame.oracle_issues`); any other response site by site
+  in its neighbourhood (`sites.find_sites`), so sampled noise elsewhere (most of the
+  long setting's 1,650-token responses hold some) does not hide its bugs."""
+  issues = blame_lib.oracle_issues(task, text)
+  if issues is not None:
+    return {i["site"]: tuple(i["direct"][0]) for i in issues}, True
+  sites = sites_lib.sites_of(task)
+  found = sites_lib.find_sites(sites_lib.reference_answer(task), sites, text)
+  kinds = {s.name: s.kind for s in sites}
+  return {name: (a, max(b, a + 1)) for name, (carries, (a, b)) in found.items()
+          if carries and kinds[name] == "bug"}, False
+
+
 def site_blame(rollouts: Sequence[Any], group_size: int, weights: Mapping[str, float]
                ) -> dict[SiteKey, dict[str, int]]:
   """Per bug site of the batch's requests: how many failed responses (negative
-  advantage) carry its bug (located in the response, `blame.oracle_issues`) and how
-  many of those the evaluator's blame covers (`wbar > 1` on a token of the bug's span,
-  weights `weights`)."""
+  advantage) carry its bug (`carried_bugs`) and how many of those the evaluator's blame
+  covers (`wbar > 1` on a token of the bug's span, weights `weights`); the same two
+  counts over the responses that are exact combinations of the sites alone (`_exact`,
+  the only ones counted before the window locator)."""
   copies = [dataclasses.replace(r) for r in rollouts]
   rollouts_lib.assign_weights(copies, weights=weights, blame="evaluator")
   advantages = rollouts_lib.group_advantages(copies, group_size)
@@ -225,16 +251,53 @@ def site_blame(rollouts: Sequence[Any], group_size: int, weights: Mapping[str, f
   for r, advantage in zip(copies, advantages):
     for site in sites_lib.sites_of(r.task):
       if site.kind == "bug":
-        out.setdefault((r.task.id, site.name), {"failed_with_bug": 0, "failed_blamed": 0})
+        out.setdefault((r.task.id, site.name), dict.fromkeys(
+            ("failed_with_bug", "failed_blamed", "failed_with_bug_exact",
+             "failed_blamed_exact"), 0))
     if advantage >= 0:
       continue
-    for issue in blame_lib.oracle_issues(r.task, r.text) or []:
-      (start, end), = issue["direct"]
+    bugs, exact = carried_bugs(r.task, r.text)
+    for name, (start, end) in bugs.items():
       on = (r.offsets[:, 0] < end) & (start < r.offsets[:, 1])
-      counts = out[(r.task.id, issue["site"])]
+      blamed = int(np.any(r.wbar[on] > 1.0))
+      counts = out[(r.task.id, name)]
       counts["failed_with_bug"] += 1
-      counts["failed_blamed"] += int(np.any(r.wbar[on] > 1.0))
+      counts["failed_blamed"] += blamed
+      if exact:
+        counts["failed_with_bug_exact"] += 1
+        counts["failed_blamed_exact"] += blamed
   return out
+
+
+def relabel(config: Any, out: str, batches_dir: str, checkpoint: str) -> list[dict]:
+  """Rewrites `out`'s pairs with `site_blame`'s counts (the window locator) from its
+  saved batches, the margins untouched; the old file is kept as
+  `pairs.before_relabel.jsonl`. The exact locator's counts must equal the old ones
+  (the same batches, the same blame), else ValueError. Returns the new lines."""
+  path = os.path.join(out, "pairs.jsonl")
+  lines = read_lines(path)
+  steps = sorted(lines)
+  batches = credit_mechanism.load_batches(batches_dir, steps, checkpoint)
+  job = sections.job_config(config)
+  for step, rollouts in zip(steps, batches):
+    blame = site_blame(rollouts, job.rl.group_size, job.credit.weights())
+    for pair in lines[step]["pairs"]:
+      counts = blame[(pair["task_id"], pair["site"])]
+      old = (pair.get("failed_with_bug_exact", pair["failed_with_bug"]),
+             pair.get("failed_blamed_exact", pair["failed_blamed"]))
+      if old != (counts["failed_with_bug_exact"], counts["failed_blamed_exact"]):
+        raise ValueError(f"{path}: step {step}, site {pair['task_id']}/{pair['site']}: "
+                         f"the saved batch gives exact counts {counts}, the line {old}")
+      pair.update(counts, blamed=counts["failed_blamed"] > 0)
+  os.replace(path, os.path.join(out, "pairs.before_relabel.jsonl"))
+  with open(path, "w", encoding="utf-8") as f:
+    for step in steps:
+      f.write(json.dumps(lines[step]) + "\n")
+  meta = read_meta(out)
+  meta.setdefault("layout", {})["locator"] = LOCATOR
+  with open(os.path.join(out, "meta.json"), "w", encoding="utf-8") as f:
+    json.dump(meta, f, indent=1)
+  return [lines[s] for s in steps]
 
 
 def unique_tasks(rollouts: Iterable[Any]) -> list[Any]:
@@ -376,12 +439,13 @@ def measure_batch(trainer: Any, state: Any, rollouts: Sequence[Any], step: int,
 def measure(trainer: Any, state: Any, batches: Sequence[Sequence[Any]],
             steps: Sequence[int], arms: Sequence[OneStepArm],
             done: Optional[Mapping[int, dict]] = None,
-            on_batch: Any = None) -> list[dict[str, Any]]:
+            on_batch: Any = None, updates: Optional[Updates] = None) -> list[dict[str, Any]]:
   """`measure_batch` of every batch not in `done` (step -> its line), in step order;
-  `on_batch(line)` after each (appending it to `pairs.jsonl`). Returns every line."""
+  `on_batch(line)` after each (appending it to `pairs.jsonl`). Returns every line.
+  `updates`: compiled updates to reuse (one per call otherwise)."""
   check_one_update(trainer)
   done = dict(done or {})
-  updates = Updates(trainer)
+  updates = updates or Updates(trainer)
   todo = [(s, b) for s, b in zip(steps, batches) if s not in done]
   for step, rollouts in todo:
     done[step] = measure_batch(trainer, state, rollouts, step, arms, updates)
@@ -499,19 +563,23 @@ def find_difference(stats: Mapping[str, Any], arm: str, against: str
 def resolution(stats: Mapping[str, Any], auc_steps: float, setting: str
                ) -> Optional[dict[str, Any]]:
   """focus − placebo's half-widths, their study-2 scale (`auc_equivalent`) and, unit
-  free, as a share of |focus − grpo| at all sites in p_bug (`relative`), beside study
-  2's own (None without focus and placebo)."""
+  free, as a share of |focus − grpo| in p_bug at all sites (`relative`) and at blamed
+  sites (`relative_blamed`), beside study 2's own (None without focus and placebo)."""
   d = find_difference(stats, FOCUS, PLACEBO)
   if d is None:
     return None
   all_p = d["all"]["p_bug"]["half_width"]
   effect = find_difference(stats, FOCUS, BASELINE)
   scale = effect and effect["all"]["p_bug"]["mean"]
+  blamed_p = d["blamed"]["p_bug"]["half_width"]
+  blamed_scale = effect and effect["blamed"]["p_bug"]["mean"]
   out = {"blamed_margin": d["blamed"]["margin"]["half_width"],
          "blamed_p_bug": d["blamed"]["p_bug"]["half_width"],
          "all_p_bug": all_p, "auc_steps_mean": auc_steps,
          "auc_equivalent": None if all_p is None else all_p * auc_steps,
-         "relative": all_p / abs(scale) if all_p is not None and scale else None}
+         "relative": all_p / abs(scale) if all_p is not None and scale else None,
+         "relative_blamed": (blamed_p / abs(blamed_scale)
+                             if blamed_p is not None and blamed_scale else None)}
   mean = find_difference(stats, FOCUS, PLACEBO_MEAN)
   if mean is not None:
     all_mean = mean["all"]["p_bug"]["half_width"]
@@ -614,6 +682,8 @@ def resolution_text(r: Mapping[str, Any]) -> str:
     if "study2" in r:
       text += (f", {r['study2']['relative']:.2f} in study 2 (half-width / "
                f"|{r['study2']['focus_grpo']:.3f}|)")
+  if r.get("relative_blamed") is not None:
+    text += f"; at blamed sites {r['relative_blamed']:.2f}"
   m = r.get("placebo_mean")
   if m and m["blamed_margin"] is not None:
     text += (f". Against the mean of {m['draws']} placebo layouts ({FOCUS} - "
@@ -629,19 +699,19 @@ def resolution_text(r: Mapping[str, Any]) -> str:
 def graded_batches(trainer: Any, state: Any, steps: Sequence[int], directory: str,
                    checkpoint: str) -> list[list]:
   """The graded batches of `steps`: those saved in `directory` read back, the others
-  sampled and graded (`credit_mechanism.sample_batches`) and saved with them."""
+  sampled and graded (`credit_mechanism.sample_batches`) and added to it."""
   meta = os.path.join(directory, "meta.json")
-  saved = []
+  saved = set()
   if os.path.exists(meta):
     with open(meta, encoding="utf-8") as f:
-      saved = json.load(f)["steps"]
-  by_step = dict(zip(saved, credit_mechanism.load_batches(directory, saved, checkpoint)
-                     if saved else []))
-  missing = [s for s in steps if s not in by_step]
+      saved = set(json.load(f)["steps"])
+  have = [s for s in steps if s in saved]
+  by_step = dict(zip(have, credit_mechanism.load_batches(directory, have, checkpoint)))
+  missing = [s for s in steps if s not in saved]
   if missing:
-    by_step.update(zip(missing, credit_mechanism.sample_batches(trainer, state, missing)))
-    keep = sorted(by_step)
-    credit_mechanism.save_batches(directory, keep, [by_step[s] for s in keep], checkpoint)
+    new = credit_mechanism.sample_batches(trainer, state, missing)
+    credit_mechanism.save_batches(directory, missing, new, checkpoint)
+    by_step.update(zip(missing, new))
   return [by_step[s] for s in steps]
 
 
@@ -680,6 +750,17 @@ def merge_lines(lines: Mapping[int, dict], others: Sequence[Mapping[int, dict]]
   return out
 
 
+def join_lines(lines: Mapping[int, dict], others: Sequence[Mapping[int, dict]]
+               ) -> dict[int, dict]:
+  """`lines` with the steps of other measurements of the same checkpoint added (other
+  invocations over other batches, e.g. with fewer arms); a step in both keeps `lines`'."""
+  out = {}
+  for other in others:
+    out.update(other)
+  out.update(lines)
+  return dict(sorted(out.items()))
+
+
 def read_meta(out: str) -> dict[str, Any]:
   with open(os.path.join(out, "meta.json"), encoding="utf-8") as f:
     return json.load(f)
@@ -702,6 +783,37 @@ def claim_out(out: str, meta: Mapping[str, Any]) -> None:
 
 # ---- command -------------------------------------------------------------------------
 
+def run_chunks(config: Any, workdir: str, checkpoint: str, steps: Sequence[int],
+               arms: Sequence[OneStepArm], out: str, batches_dir: str, chunk: int
+               ) -> tuple[list[dict], float]:
+  """Samples, grades, saves and measures `steps` `chunk` batches at a time, each line
+  appended to `out/pairs.jsonl` as it is measured (a stopped run loses one chunk's
+  sampling at most; a rerun measures only the missing steps). Returns the lines of
+  `steps` and the seconds spent sampling and grading."""
+  from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
+  path = os.path.join(out, "pairs.jsonl")
+  done = read_lines(path)
+
+  def append(line: Mapping[str, Any]) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+      f.write(json.dumps(line) + "\n")
+
+  sampling_s = 0.0
+  with trainer_lib.Trainer(config, workdir or tempfile.mkdtemp(prefix="onestep_")) as trainer:
+    state = credit_mechanism.restore(trainer, checkpoint)
+    updates = Updates(trainer)
+    todo = [s for s in steps if s not in done]
+    for at in range(0, len(todo), chunk):
+      part = todo[at:at + chunk]
+      t = time.time()
+      batches = graded_batches(trainer, state, part, batches_dir, checkpoint)
+      sampling_s += time.time() - t
+      for line in measure(trainer, state, batches, part, arms, on_batch=append,
+                          updates=updates):
+        done[line["step"]] = line
+  return [done[s] for s in steps], sampling_s
+
+
 def define_flags() -> None:
   config_flags.DEFINE_config_file("config", None, "Experiment config file.")
   flags.DEFINE_string("setting", "", "A sweep config's setting (its overrides applied).")
@@ -714,14 +826,20 @@ def define_flags() -> None:
   flags.DEFINE_string("batches_dir", "", "Graded batches (default OUT/batches).")
   flags.DEFINE_string("workdir", "", "Scratch directory (default: a temporary one).")
   flags.DEFINE_integer("bootstrap", 2000, "Bootstrap resamples.")
+  flags.DEFINE_integer("chunk", 10, "Batches sampled (and saved) before they are measured.")
+  flags.DEFINE_bool("relabel", False, "Rewrite OUT's pairs with the current locator "
+                    "(`relabel`: the saved batches' blame, margins untouched) and "
+                    "summarize; nothing is measured.")
   flags.DEFINE_list("merge", [], "Other outputs of this checkpoint (other arms) joined "
                     "to this one's on the batches measured in all (`merge_lines`).")
+  flags.DEFINE_list("join", [], "Other outputs of this checkpoint (other batches) whose "
+                    "lines join this one's in the statistics, on the arms all measure "
+                    "(`join_lines`).")
   flags.mark_flags_as_required(["config", "checkpoint", "out"])
 
 
 def main(argv: Sequence[str]) -> None:
   del argv
-  from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
   f = flags.FLAGS
   config = sweep.setting_config(f.config, f.setting) if f.setting else f.config
   checkpoint = os.path.abspath(f.checkpoint)
@@ -733,26 +851,25 @@ def main(argv: Sequence[str]) -> None:
   if unknown:
     raise app.UsageError(f"--arms: unknown {unknown} (config.arms: {list(config.arms)})")
   arms = arms_of(config, names)
-  rl = config.rl
-  claim_out(f.out, {"checkpoint": checkpoint, "setting": f.setting, "arms": names,
-                    "optimizers": {a.name: dataclasses.asdict(a.optimizer) for a in arms},
-                    "layout": {"shared_prefix": bool(rl.shared_prefix),
-                               "length_bucket": int(rl.length_bucket),
-                               "scored_sites": "bug", "before": "per batch"}})
+  batches_dir = f.batches_dir or os.path.join(f.out, "batches")
   steps = list(range(f.first_step, f.first_step + f.batches))
-  lines_path = os.path.join(f.out, "pairs.jsonl")
-
-  def append(line: Mapping[str, Any]) -> None:
-    with open(lines_path, "a", encoding="utf-8") as out:
-      out.write(json.dumps(line) + "\n")
-
   t0 = time.time()
-  with trainer_lib.Trainer(config, f.workdir or tempfile.mkdtemp(prefix="onestep_")) as trainer:
-    state = credit_mechanism.restore(trainer, checkpoint)
-    batches = graded_batches(trainer, state, steps, f.batches_dir or
-                             os.path.join(f.out, "batches"), checkpoint)
-    t_batches = time.time()
-    lines = measure(trainer, state, batches, steps, arms, read_lines(lines_path), append)
+  if f.relabel:
+    relabelled = {line["step"]: line for line in relabel(config, f.out, batches_dir,
+                                                          checkpoint)}
+    names = read_meta(f.out)["arms"]
+    lines = [relabelled[s] for s in steps if s in relabelled]
+    sampling_s = 0.0
+  else:
+    rl = config.rl
+    claim_out(f.out, {"checkpoint": checkpoint, "setting": f.setting, "arms": names,
+                      "optimizers": {a.name: dataclasses.asdict(a.optimizer) for a in arms},
+                      "layout": {"shared_prefix": bool(rl.shared_prefix),
+                                 "length_bucket": int(rl.length_bucket),
+                                 "scored_sites": "bug", "before": "per batch",
+                                 "locator": LOCATOR}})
+    lines, sampling_s = run_chunks(config, f.workdir, checkpoint, steps, arms, f.out,
+                                   batches_dir, f.chunk)
   if f.merge:
     metas = [read_meta(d) for d in f.merge]
     if any(m["checkpoint"] != checkpoint for m in metas):
@@ -761,11 +878,22 @@ def main(argv: Sequence[str]) -> None:
     joined = merge_lines({line["step"]: line for line in lines},
                          [read_lines(os.path.join(d, "pairs.jsonl")) for d in f.merge])
     lines = [joined[s] for s in steps if s in joined]
+  if f.join:
+    metas = [read_meta(d) for d in f.join]
+    mine = read_meta(f.out)
+    if any((m["checkpoint"], m.get("layout")) != (checkpoint, mine.get("layout"))
+           for m in metas):
+      raise app.UsageError(f"--join: {f.join} do not all measure {checkpoint} with "
+                           f"this output's layout {mine.get('layout')}")
+    names = [a for a in names if all(a in m["arms"] for m in metas)]
+    lines = list(join_lines({line["step"]: line for line in lines},
+                            [read_lines(os.path.join(d, "pairs.jsonl"))
+                             for d in f.join]).values())
   summary = summarize(lines, names, reps=f.bootstrap, seed=0, auc_steps=auc_steps_mean(config),
                       setting=f.setting,
                       info={"checkpoint": checkpoint,
                             "tasks": config.data.controlled.path,
-                            "invocation_wall_s": {"batches": t_batches - t0,
+                            "invocation_wall_s": {"batches": sampling_s,
                                                   "total": time.time() - t0}})
   with open(os.path.join(f.out, "summary.json"), "w", encoding="utf-8") as out:
     json.dump(summary, out, indent=1)
@@ -773,5 +901,6 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
+  host_allocator.preload_tcmalloc()
   define_flags()
   app.run(main)

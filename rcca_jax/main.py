@@ -34,6 +34,7 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from rcca_jax.base import host_allocator
 from rcca_jax.base import mapping
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
@@ -151,4 +152,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  host_allocator.preload_tcmalloc()
   app.run(main, flags_parser=_parse_flags)

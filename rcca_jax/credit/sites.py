@@ -163,6 +163,57 @@ def decompose(reference: str, sites: Sequence[Site], text: str
   return match(0, 0)
 
 
+def _occurrences(text: str, window: str, limit: int = 2) -> list[int]:
+  """Start positions of `window` in `text` (overlapping ones too), at most `limit`."""
+  out, at = [], text.find(window)
+  while at >= 0 and len(out) < limit:
+    out.append(at)
+    at = text.find(window, at + 1)
+  return out
+
+
+def _windows(reference: str, ordered: Sequence[Site], i: int, context: int
+             ) -> tuple[str, str, str, str]:
+  """Site i's neighbourhood (up to `context` characters each side, cut at its
+  neighbours) and its two pieces: (before, reference piece, variant, after)."""
+  s = ordered[i]
+  lo = max(s.start - context, ordered[i - 1].end if i else 0)
+  hi = min(s.end + context, ordered[i + 1].start if i + 1 < len(ordered) else len(reference))
+  return reference[lo:s.start], reference[s.start:s.end], s.variant, reference[s.end:hi]
+
+
+def find_sites(reference: str, sites: Sequence[Site], text: str, *,
+               contexts: Sequence[int] = (16, 32, 64, 128)
+               ) -> dict[str, tuple[bool, tuple[int, int]]]:
+  """Each site that `text` holds in its neighbourhood: whether it carries its variant,
+  and that piece's span in `text`. A site's neighbourhood is the first of `contexts`
+  (characters of the reference each side, cut at the neighbouring sites) whose two
+  windows (reference piece or variant in that neighbourhood) each occur once in the
+  reference with the site rendered either way; a site is found when exactly one window
+  occurs in `text`, exactly once. So a response with sampled noise elsewhere (which
+  `decompose` rejects whole) still shows which bugs it carries; sites with noise in
+  their neighbourhood, or without a unique one, are left out."""
+  ordered = sorted(sites, key=lambda s: (s.start, s.end))
+  out = {}
+  for i, s in enumerate(ordered):
+    with_variant = reference[:s.start] + s.variant + reference[s.end:]
+    for context in contexts:
+      before, piece, variant, after = _windows(reference, ordered, i, context)
+      kept, changed = before + piece + after, before + variant + after
+      if ([len(_occurrences(reference, w)) for w in (kept, changed)] == [1, 0] and
+          [len(_occurrences(with_variant, w)) for w in (kept, changed)] == [0, 1]):
+        break
+    else:
+      continue
+    found = []
+    for carries, middle in ((False, piece), (True, variant)):
+      for at in _occurrences(text, before + middle + after):
+        found.append((carries, (at + len(before), at + len(before) + len(middle))))
+    if len(found) == 1:
+      out[s.name] = found[0]
+  return out
+
+
 def blame_spans(spans: Mapping[str, tuple[int, int]], sites: Sequence[Site],
                 choice: Mapping[str, bool]) -> list[tuple[int, int]]:
   """The text spans of the bug sites that carry their bug (a deletion's empty span

@@ -142,5 +142,6 @@ def _main_sweep(config: ml_collections.ConfigDict, workdir: str, seeds: int,
 
 
 if __name__ == "__main__":
+  host_allocator.preload_tcmalloc()
   define_flags()
   app.run(main)

@@ -147,6 +147,11 @@ class MeasureTest(absltest.TestCase):
       cm.load_batches(saved, [1], saved)
     with self.assertRaisesRegex(ValueError, "no batches of steps \\[5\\]"):
       cm.load_batches(saved, [5], workdir)
+    cm.save_batches(saved, [7], batches[:1], workdir)  # added to the steps held
+    self.assertEqual([[r.text for r in b] for b in cm.load_batches(saved, [0, 7], workdir)],
+                     [[r.text for r in batches[0]]] * 2)
+    with self.assertRaisesRegex(ValueError, "holds batches of"):
+      cm.save_batches(saved, [8], batches[:1], saved)
 
 
 if __name__ == "__main__":

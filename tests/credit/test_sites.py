@@ -57,6 +57,39 @@ class SitesTest(parameterized.TestCase):
       sites_lib.Site(name="x", kind="other", start=0, end=1, variant="")
     sites_lib.check_sites(REF, SITES)
 
+  def test_find_sites_agrees_with_render_on_every_combination(self):
+    for bits in itertools.product([False, True], repeat=len(SITES)):
+      choice = {s.name: b for s, b in zip(SITES, bits)}
+      text, spans = sites_lib.render(REF, SITES, choice)
+      found = sites_lib.find_sites(REF, SITES, text, contexts=(8,))
+      self.assertEqual(found, {s.name: (choice[s.name], spans[s.name]) for s in SITES})
+
+  def test_find_sites_reads_a_bug_through_noise_elsewhere(self):
+    text, spans = sites_lib.render(REF, SITES, {"bug0": True})
+    noisy = "// sampled noise\n" + text.replace("b();", "b( );")
+    self.assertIsNone(sites_lib.decompose(REF, SITES, noisy))
+    found = sites_lib.find_sites(REF, SITES, noisy, contexts=(8,))
+    shift = len("// sampled noise\n")
+    self.assertEqual(found["bug0"], (True, (spans["bug0"][0] + shift, spans["bug0"][1] + shift)))
+    self.assertEqual(noisy[slice(*found["bug0"][1])], "-")
+    self.assertNotIn("bug1", found)  # its neighbourhood holds the noise
+
+  def test_find_sites_leaves_out_repeated_windows(self):
+    text, _ = sites_lib.render(REF, SITES, {"bug0": True})
+    self.assertEqual(sites_lib.find_sites(REF, SITES, text + text, contexts=(8,)), {})
+
+  def test_find_sites_widens_a_neighbourhood_the_reference_repeats(self):
+    ref = "f(1 + 2);\nA\nf(1 + 2);\nB\n"
+    site = sites_lib.Site(name="bug0", kind="bug", start=4, end=5, variant="-")
+    text, spans = sites_lib.render(ref, [site], {"bug0": True})
+    self.assertEqual(sites_lib.find_sites(ref, [site], text + "noise", contexts=(4, 16)),
+                     {"bug0": (True, spans["bug0"])})
+    # Four characters each side do not tell the two calls apart: left out.
+    self.assertEqual(sites_lib.find_sites(ref, [site], text, contexts=(4,)), {})
+    # The other call carrying the minus is not this site's bug.
+    other = "f(1 + 2);\nA\nf(1 - 2);\nB\n"
+    self.assertEqual(sites_lib.find_sites(ref, [site], other, contexts=(4, 16)), {})
+
   def test_json_round_trip(self):
     for s in SITES:
       self.assertEqual(sites_lib.Site.from_json(json.loads(json.dumps(s.to_json()))), s)

@@ -12,6 +12,7 @@ import numpy as np
 from absl.testing import absltest
 from absl.testing import parameterized
 
+from benchmarks import credit_mechanism
 from experiments import credit_onestep as onestep
 from rcca_jax.credit import sites as sites_lib
 from rcca_jax.data import chat
@@ -135,6 +136,13 @@ class StatisticsTest(absltest.TestCase):
                      (2.0, {"grpo": 0.3}))
     with self.assertRaisesRegex(ValueError, "step 1, site .*differ"):
       onestep.merge_lines(mine, [{1: line(1, 0.7, {"rcca_focus": 0.2})}])
+
+  def test_joined_measurements_add_the_other_batches(self):
+    mine = {3: {"step": 3, "who": "mine"}, 4: {"step": 4, "who": "mine"}}
+    other = {1: {"step": 1, "who": "other"}, 3: {"step": 3, "who": "other"}}
+    joined = onestep.join_lines(mine, [other])
+    self.assertEqual(list(joined), [1, 3, 4])
+    self.assertEqual([line["who"] for line in joined.values()], ["other", "mine", "mine"])
 
   def test_property_shares_sum_the_batches_counts(self):
     got = onestep.property_shares([{"tokens": 10, "responses": 2, "fix": 0.5,
@@ -260,7 +268,51 @@ class OneStepTest(parameterized.TestCase):
     self.assertAlmostEqual(r["study2"]["relative"], 0.0315 / 0.095)
     effect = self.difference("rcca_focus", "grpo")["all"]["p_bug"]["mean"]
     self.assertEqual(r["relative"], r["all_p_bug"] / abs(effect))
+    blamed = self.difference("rcca_focus", "grpo")["blamed"]["p_bug"]["mean"]
+    self.assertEqual(r["relative_blamed"], r["blamed_p_bug"] / abs(blamed))
     self.assertIn(f"{r['blamed_margin']:.4f} nats", text)
+
+  def test_a_bug_in_a_noisy_response_is_found_by_its_neighbourhood(self):
+    t = self.trainer
+    task = t.tasks.rl()[0]
+    reference = sites_lib.reference_answer(task)
+    bug = next(s for s in sites_lib.sites_of(task) if s.kind == "bug")
+    text, spans = sites_lib.render(reference, sites_lib.sites_of(task), {bug.name: True})
+    noisy = text + "\n<!-- sampled noise -->"  # no longer a combination of the sites
+    issues = [{"direct": [list(spans[bug.name])], "context": []}]
+    batch = [rollout(t, task, 0, noisy, 0.2, issues, 0),
+             rollout(t, task, 1, reference, 0.9, [], 0)]
+    self.assertEqual(onestep.carried_bugs(task, noisy), ({bug.name: spans[bug.name]}, False))
+    counts = onestep.site_blame(batch, 2, t.credit_weights)[(task.id, bug.name)]
+    self.assertEqual(counts, {"failed_with_bug": 1, "failed_blamed": 1,
+                              "failed_with_bug_exact": 0, "failed_blamed_exact": 0})
+    exact = onestep.site_blame(self.batches[0], 2, t.credit_weights)
+    for c in exact.values():  # combinations: both locators count the same
+      self.assertEqual((c["failed_with_bug"], c["failed_blamed"]),
+                       (c["failed_with_bug_exact"], c["failed_blamed_exact"]))
+
+  def test_relabel_rewrites_the_blame_and_keeps_the_margins(self):
+    out = self.create_tempdir().full_path
+    batches_dir = os.path.join(out, "batches")
+    checkpoint = os.path.join(self.tmp, "run")
+    credit_mechanism.save_batches(batches_dir, [0, 1, 2], self.batches, checkpoint)
+    old = json.loads(json.dumps(self.lines))
+    for line in old:  # as written before the window locator: no exact counts
+      for p in line["pairs"]:
+        del p["failed_with_bug_exact"], p["failed_blamed_exact"]
+    with open(os.path.join(out, "pairs.jsonl"), "w", encoding="utf-8") as f:
+      f.write("".join(json.dumps(line) + "\n" for line in old))
+    with open(os.path.join(out, "meta.json"), "w", encoding="utf-8") as f:
+      json.dump({"arms": ARMS, "layout": {}}, f)
+    lines = onestep.relabel(self.config, out, batches_dir, checkpoint)
+    self.assertEqual(lines, json.loads(json.dumps(self.lines)))
+    self.assertEqual(onestep.read_meta(out)["layout"], {"locator": onestep.LOCATOR})
+    self.assertTrue(os.path.exists(os.path.join(out, "pairs.before_relabel.jsonl")))
+    lines[1]["pairs"][0]["failed_with_bug_exact"] += 1  # not these batches' blame
+    with open(os.path.join(out, "pairs.jsonl"), "w", encoding="utf-8") as f:
+      f.write("".join(json.dumps(line) + "\n" for line in lines))
+    with self.assertRaisesRegex(ValueError, "step 1, site"):
+      onestep.relabel(self.config, out, batches_dir, checkpoint)
 
   def test_a_rerun_measures_only_the_missing_batches(self):
     arms = onestep.arms_of(self.config, ["grpo"])
