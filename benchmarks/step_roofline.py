@@ -64,7 +64,10 @@ import numpy as np
 
 from flax import nnx
 
-from rcca_jax.base import host_allocator
+try:
+  from rcca_jax.base import host_allocator
+except ImportError:  # an older tree (`--baseline`): glibc's malloc, as it ran then
+  host_allocator = None
 from rcca_jax.data import batching
 from rcca_jax.models import families
 from rcca_jax.models import llama_checkpoint
@@ -562,5 +565,6 @@ def compare(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-  host_allocator.preload_tcmalloc()
+  if host_allocator is not None:
+    host_allocator.preload_tcmalloc()
   sys.exit(main())

@@ -39,6 +39,7 @@ from absl import logging
 import ml_collections
 from ml_collections import config_flags
 
+from rcca_jax.base import host_allocator
 from rcca_jax.study import ablation
 from rcca_jax.study import sweep
 
