@@ -1,4 +1,4 @@
-"""The host allocator: XLA's CPU buffers from tcmalloc rather than glibc's malloc.
+"""The host allocator: XLA's CPU buffers from tcmalloc rather than glibc's malloc (opt-in).
 
 XLA's CPU runtime takes every step's temporaries (hundreds of MB: activations, logits,
 their gradients) from `malloc` and frees them at the step's end. glibc serves a request
@@ -6,19 +6,18 @@ that large from a fresh `mmap` (XLA's worker threads allocate in glibc's per-thr
 arenas, which fall back to `mmap` for anything above their 64 MB heaps whatever the
 `M_MMAP_MAX` setting) and unmaps it on `free`, so the next step page-faults the same
 memory in again, zero-filled by the kernel, 4 KB at a time: about a fifth of a training
-step's CPU time went to the kernel that way (docs/performance.md, "The host allocator").
-tcmalloc keeps freed memory for reuse and hands it back to the kernel gradually, so
-steady-state steps make few page faults. Its default release rate is kept:
-`TCMALLOC_RELEASE_RATE=0` (never hand memory back) is a little faster still, but a
-process then holds the sum of its phases' peaks (the long-setting instrument, sampling
-then training: 21 GB against glibc's 10-12 GB on a 24 GB machine).
+step's CPU time goes to the kernel that way (docs/performance.md, "The host allocator").
+tcmalloc keeps freed memory for reuse, so steady-state steps make few page faults and
+training steps run 1.2-1.3x faster, with the same arithmetic.
 
-An allocator is chosen before the process starts (`LD_PRELOAD`), so `preload_tcmalloc`
-re-executes the process once with tcmalloc preloaded, when the library is installed
-(`make install` installs Debian's `libtcmalloc-minimal4` when it can) and the variable
-`RCCA_ALLOCATOR` is not `system`; child processes (the evaluator's Chromium, workers
-started afresh) get the environment without the preload. The arithmetic is unchanged:
-only where buffers live differs.
+It is opt-in (`RCCA_ALLOCATOR=tcmalloc`): on a job whose buffers change shape from step
+to step (the long-setting instrument: sampling, then updates and scoring at many
+lengths) tcmalloc's heap kept growing, 17-21 GB where glibc's peaked at 10-12 GB on a
+24 GB machine, at every release rate tried. An allocator is chosen before the process
+starts (`LD_PRELOAD`), so `preload_tcmalloc` re-executes the process once with tcmalloc
+preloaded when asked to and the library is installed (`make install` installs Debian's
+`libtcmalloc-minimal4` when it can); child processes (the evaluator's Chromium, workers
+started afresh) get the environment without the preload.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-ENV = "RCCA_ALLOCATOR"  # "system": keep glibc's malloc
+ENV = "RCCA_ALLOCATOR"  # "tcmalloc": preload it; anything else (the default): glibc's
 _MARK = "RCCA_ALLOCATOR_PRELOADED"  # set for the re-executed process only
 _LIBRARY = "tcmalloc_minimal"
 
@@ -52,14 +51,14 @@ def _without_preload(value: str, library: str) -> str:
 
 
 def preload_tcmalloc(argv: Optional[Sequence[str]] = None) -> None:
-  """Re-executes this process with tcmalloc preloaded, once; returns without doing
-  anything when it is loaded already (then the preload is taken out of the environment
-  that child processes inherit), when `RCCA_ALLOCATOR=system`, when the library is not
-  installed, or on a platform without `/proc` (not Linux). Call it first thing in an
-  entry point, before any work. `argv`: the command line to run again (default: this
-  process's own, `sys.orig_argv`)."""
+  """With `RCCA_ALLOCATOR=tcmalloc`, re-executes this process with tcmalloc preloaded,
+  once; returns without doing anything when it is loaded already (then the preload is
+  taken out of the environment that child processes inherit), without that setting,
+  when the library is not installed, or on a platform without `/proc` (not Linux).
+  Call it first thing in an entry point, before any work. `argv`: the command line to
+  run again (default: this process's own, `sys.orig_argv`)."""
   library = os.environ.get(_MARK) or find_tcmalloc()
-  if os.environ.get(ENV, "tcmalloc") == "system" or library is None:
+  if os.environ.get(ENV) != "tcmalloc" or library is None:
     return
   if os.environ.get(_MARK):  # the re-executed process: children run without it
     os.environ["LD_PRELOAD"] = _without_preload(os.environ.get("LD_PRELOAD", ""), library)

@@ -37,11 +37,14 @@ PROBE = textwrap.dedent("""
 """)
 
 
-def probe(allocator: str) -> dict:
-  # The jobs' own XLA flags: the tests' fast-compile ones (unoptimised programs) leave
-  # some temporaries outside tcmalloc's reuse on some runs.
-  env = {**os.environ, host_allocator.ENV: allocator, "XLA_FLAGS": ""}
+def probe(allocator: str | None) -> dict:
+  # The jobs' own XLA flags: with the tests' fast-compile ones (unoptimised programs)
+  # some temporaries fall outside tcmalloc's reuse on some runs.
+  env = {**os.environ, "XLA_FLAGS": ""}
+  env.pop(host_allocator.ENV, None)
   env.pop("LD_PRELOAD", None)
+  if allocator is not None:
+    env[host_allocator.ENV] = allocator
   out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                        check=True, env=env, timeout=300)
   return json.loads(out.stdout.strip().splitlines()[-1])
@@ -53,7 +56,7 @@ class HostAllocatorTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.tcmalloc, cls.system = probe("tcmalloc"), probe("system")
+    cls.tcmalloc, cls.system = probe("tcmalloc"), probe(None)  # opt-in; glibc by default
 
   def test_the_process_runs_with_tcmalloc_and_its_children_without(self):
     self.assertTrue(self.tcmalloc["loaded"])
