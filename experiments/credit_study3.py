@@ -77,15 +77,16 @@ share of failed responses' tokens (evaluator): 17% (s1_0), 23% (low_overlap).
 Runtime and results: not run as whole runs. The one-step instrument from each
 setting's seed-0 SFT (5-13 min each on 2 cores; commands, machine and wall times in
 experiments/results/credit_study3/README.md): low_overlap 100 batches x 5 arms (52
-min), multi_bug 100 x 5 (53 min, shared), long 33 of 50 batches x 4 (SFT 13
-min, sampling 9 min, 37 min measuring; stopped, resumable). Focus − placebo at blamed
-sites, nats per update (95% bootstrap over batches): low_overlap +0.008 [−0.005,
-+0.021], multi_bug +0.014 [−0.004, +0.032], long −0.083 [−0.217, +0.059] at 18
-blamed sites and −0.057 [−0.087, −0.030] at all 132 (s1_0, 55 batches: +0.045
-[+0.003, +0.086]); with negative updates only, low_overlap −0.017 [−0.032, −0.001] and
-multi_bug +0.005 [−0.014, +0.023]. No location benefit at the first update in the
-short settings beyond 7-8% of focus's own effect (but for negative-only updates in
-low_overlap); in long responses the placebo loses about a third of focus's effect. The
+min), multi_bug 100 x 5 (53 min, shared), long 77 batches (50 x 4 arms, then 27 x
+3; SFT 13 min, ~60 s a batch). Failed responses' bugs located site by site
+(`credit_onestep.carried_bugs`). Focus − placebo at blamed sites, nats per update (95%
+bootstrap over batches): low_overlap −0.000 [−0.009, +0.009], multi_bug +0.004
+[−0.010, +0.019], long −0.091 [−0.157, −0.026] at 87 blamed sites and −0.036 [−0.060,
+−0.009] at all 308 (s1_0, 55 batches: +0.045 [+0.003, +0.086]); with negative updates
+only, low_overlap −0.016 [−0.028, −0.004] and multi_bug −0.003 [−0.017, +0.012]. No
+location benefit at the first update in the short settings beyond 19-24% of focus's
+own effect (but for negative-only updates in low_overlap); in long responses the
+placebo loses about a quarter of focus's effect. The
 pilot's negative-only −0.051 (10 batches) shrank to −0.017 at 100.
 """
 

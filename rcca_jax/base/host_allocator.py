@@ -57,8 +57,10 @@ def preload_tcmalloc(argv: Optional[Sequence[str]] = None) -> None:
   when the library is not installed, or on a platform without `/proc` (not Linux).
   Call it first thing in an entry point, before any work. `argv`: the command line to
   run again (default: this process's own, `sys.orig_argv`)."""
+  if os.environ.get(ENV) != "tcmalloc":  # before the library search (an `ldconfig` run)
+    return
   library = os.environ.get(_MARK) or find_tcmalloc()
-  if os.environ.get(ENV) != "tcmalloc" or library is None:
+  if library is None:
     return
   if os.environ.get(_MARK):  # the re-executed process: children run without it
     os.environ["LD_PRELOAD"] = _without_preload(os.environ.get("LD_PRELOAD", ""), library)

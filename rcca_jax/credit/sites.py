@@ -196,7 +196,7 @@ def find_sites(reference: str, sites: Sequence[Site], text: str, *,
   ordered = sorted(sites, key=lambda s: (s.start, s.end))
   out = {}
   for i, s in enumerate(ordered):
-    with_variant = reference[:s.start] + s.variant + reference[s.end:]
+    with_variant, _ = render(reference, [s], {s.name: True})
     for context in contexts:
       before, piece, variant, after = _windows(reference, ordered, i, context)
       kept, changed = before + piece + after, before + variant + after
