@@ -57,7 +57,7 @@ browser: $(BROWSER_STAMP)
 
 # tcmalloc for XLA's host buffers (rcca_jax/base/host_allocator.py; glibc's malloc maps
 # and faults in every step's temporaries afresh): Debian/Ubuntu's package when running as
-# root. The entry points use it with RCCA_ALLOCATOR=tcmalloc (opt-in).
+# root. The entry points use it when installed (RCCA_ALLOCATOR=system: glibc's).
 FIND_TCMALLOC := $(PY) -c "from rcca_jax.base import host_allocator as h; print(h.find_tcmalloc() or '')"
 $(ALLOCATOR_STAMP): $(STAMP)
 	@if [ -n "$$($(FIND_TCMALLOC))" ]; then :; \

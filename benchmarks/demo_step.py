@@ -1,6 +1,7 @@
 """`make demo`'s job here and at another commit, in one run (issue 50).
 
     .venv/bin/python benchmarks/demo_step.py --baseline c0b9a51 [--workdir DIR]
+        [--this_set rl.shared_prefix=True ...]
 
 Runs the demo's command (`python -m rcca_jax.main --config=experiments/tiny_cpu.py`, a
 fresh workdir and grading cache each) at `--baseline` (a git worktree), then in this
@@ -8,6 +9,7 @@ tree, nothing else of this script's running beside them. Prints per tree the wal
 time, the median SFT step and the medians of the RL step's phases (sampling, grading,
 training, the whole step; each stage's first step, which compiles, left out), the
 ratios, and both runs' pass rate by RL step: the demo's outcome must not change.
+`--this_set` adds `--config.KEY=VALUE` overrides to this tree's run only.
 """
 
 from __future__ import annotations
@@ -28,13 +30,16 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 PHASES = ("sample_s", "eval_s", "train_s", "step_s")
 
 
-def run_demo(tree: str, workdir: str) -> dict[str, float]:
-  """The demo's job in `tree`; its wall seconds, median SFT step and RL phases."""
+def run_demo(tree: str, workdir: str, overrides: tuple[str, ...] = ()
+             ) -> dict[str, float]:
+  """The demo's job in `tree` (with `--config.` overrides); its wall seconds, median SFT
+  step and RL phases."""
   env = dict(os.environ, PYTHONPATH=tree)
   start = time.time()
   subprocess.run([sys.executable, "-m", "rcca_jax.main",
                   "--config=experiments/tiny_cpu.py", f"--workdir={workdir}",
-                  f"--config.eval.grading_cache={workdir}/grading_cache"],
+                  f"--config.eval.grading_cache={workdir}/grading_cache",
+                  *(f"--config.{o}" for o in overrides)],
                  cwd=tree, env=env, check=True)
   rows = run_log.read_rows(workdir)
   out = {"wall_s": time.time() - start,
@@ -51,6 +56,8 @@ def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--baseline", required=True, help="a commit")
   parser.add_argument("--workdir", default="", help="default: a temporary directory")
+  parser.add_argument("--this_set", nargs="*", default=[],
+                      help="KEY=VALUE config overrides for this tree's run")
   args = parser.parse_args()
   root = args.workdir or tempfile.mkdtemp(prefix="demo_step_")
   base = os.path.join(root, "baseline_tree")
@@ -60,7 +67,8 @@ def main() -> int:
     results = {}
     for name, tree in (("baseline", base), ("this", str(REPO))):
       print(f"== {name} ({tree})", flush=True)
-      results[name] = run_demo(tree, os.path.join(root, name))
+      overrides = tuple(args.this_set) if name == "this" else ()
+      results[name] = run_demo(tree, os.path.join(root, name), overrides)
   finally:
     subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", base],
                    capture_output=True)

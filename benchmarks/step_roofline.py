@@ -28,9 +28,8 @@ where finished rows and empty cache slots cost, the fixed-length decode line doe
 show it. `--model_set` overrides model fields of the config (for example
 `attention_block_size=64`); with `--baseline` it applies to this tree's runs only (the
 baseline runs its config as it was). `--baseline_env` sets environment variables for the
-baseline's runs: `RCCA_ALLOCATOR=tcmalloc ... --baseline HEAD --baseline_env
-RCCA_ALLOCATOR=system` times the host allocator alone (this tree's runs re-execute with
-tcmalloc, `base/host_allocator.py`).
+baseline's runs: `--baseline HEAD --baseline_env RCCA_ALLOCATOR=system` times the host
+allocator alone (this tree's runs re-execute with tcmalloc, `base/host_allocator.py`).
 
 One line per phase: tokens computed (rows x padded length), XLA's flop count of the
 compiled program (cost analysis: it counts the body of a `lax.scan`, the layer stack,
@@ -321,8 +320,7 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--baseline_env", default="",
                       help="environment of the baseline's runs, NAME=VALUE "
                            "comma-separated (e.g. RCCA_ALLOCATOR=system with --baseline "
-                           "HEAD, run with RCCA_ALLOCATOR=tcmalloc: the host allocator "
-                           "alone)")
+                           "HEAD: the host allocator alone)")
   args = parser.parse_args(argv)
   if args.baseline:
     return compare(args)
