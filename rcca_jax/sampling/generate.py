@@ -39,6 +39,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rcca_jax.parallel import partitioning
+from rcca_jax.sampling import noise as noise_lib
 
 PREFILL_CHUNK = 256  # Prompt tokens per prefill call (bounds activation memory).
 GROW = 64  # Cache slots for new tokens allocated at a time (see `generate`).
@@ -92,21 +93,21 @@ def first_argmax(x: jax.Array) -> jax.Array:
   return jnp.min(jnp.where(x == top, index, x.shape[-1] - 1), axis=-1)
 
 
-def gumbel_choice(keys: jax.Array, scaled: jax.Array) -> jax.Array:
-  """`jax.random.categorical(key, row)` per row (the same Gumbel noise, so the same
-  tokens), its argmax by `first_argmax`."""
-  noise = jax.vmap(lambda key: jax.random.gumbel(key, scaled.shape[1:], scaled.dtype))(keys)
+def gumbel_choice(noise: jax.Array, scaled: jax.Array) -> jax.Array:
+  """`jax.random.categorical(key, row)` per row, given the rows' Gumbel noise (the
+  noise `jax.random.categorical` draws from each row's key: `noise.gumbel_rows`), its
+  argmax by `first_argmax`."""
   return first_argmax(noise + scaled)
 
 
-def choose_tokens(logits: jax.Array, keys: jax.Array, *, mode: str,
+def choose_tokens(logits: jax.Array, noise: jax.Array | None, *, mode: str,
                   temperature: jax.Array, top_p: jax.Array,
                   top_k: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Picks one token per row and its log-probability.
 
   Args:
     logits: [B, V] next-token logits.
-    keys: [B] PRNG keys (one per row).
+    noise: [B, V] Gumbel noise (`noise.gumbel_rows`; None for GREEDY).
     mode: GREEDY (argmax), SAMPLE (softmax(logits / temperature)) or FILTERED
       (SAMPLE restricted by `filter_logits`).
     temperature, top_p, top_k: scalars (ignored where the mode does not use them).
@@ -124,7 +125,7 @@ def choose_tokens(logits: jax.Array, keys: jax.Array, *, mode: str,
     logp = jax.nn.log_softmax(scaled, axis=-1)
     if mode == FILTERED:
       scaled = filter_logits(scaled, top_p, top_k)
-    tokens = gumbel_choice(keys, scaled)
+    tokens = gumbel_choice(noise, scaled)
   tokens = tokens.astype(jnp.int32)
   return tokens, jnp.take_along_axis(logp, tokens[:, None], axis=-1)[:, 0]
 
@@ -288,8 +289,9 @@ def _decode(graphdef, params, cache, last_tokens, row_keys, finished, start, sto
     active = ~done
     logits, cache = model(previous[:, None], attention_mask=active[:, None], cache=cache,
                           **layers)
-    keys = jax.vmap(jax.random.fold_in, (0, None))(row_keys, step)
-    new, logp = choose_tokens(logits[:, 0], keys, mode=mode, temperature=temperature,
+    noise = (None if mode == GREEDY
+             else noise_lib.gumbel_rows(row_keys, step, logits.shape[-1]))
+    new, logp = choose_tokens(logits[:, 0], noise, mode=mode, temperature=temperature,
                               top_p=top_p, top_k=top_k)
     new = jnp.where(active, new, pad_id)
     tokens = tokens.at[:, step].set(new)

@@ -63,7 +63,9 @@ def run(code: str, env: dict[str, str]) -> dict:
 def probe(allocator: str | None) -> dict:
   # The jobs' own XLA flags: with the tests' fast-compile ones (unoptimised programs)
   # some temporaries fall outside tcmalloc's reuse on some runs.
-  env = {**os.environ, "XLA_FLAGS": ""}
+  # A reserve of 1 MB: tcmalloc keeps what it frees however short of memory the
+  # machine is (the reserve's releases are the test below).
+  env = {**os.environ, "XLA_FLAGS": "", host_allocator.RESERVE_ENV: "1"}
   env.pop(host_allocator.ENV, None)
   env.pop("LD_PRELOAD", None)
   if allocator is not None:

@@ -19,6 +19,7 @@ from rcca_jax.rl.functional import FunctionalModel
 from rcca_jax.sampling import JaxSampler, SampleOutput, Sampler, generate
 from rcca_jax.sampling.generate import (batch_bucket, filter_logits, first_argmax,
                                         gumbel_choice, new_tokens_bucket, prompt_bucket)
+from rcca_jax.sampling.noise import gumbel_rows
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
@@ -275,8 +276,10 @@ class PureFunctionsTest(parameterized.TestCase):
       keys = jax.vmap(jax.random.fold_in, (None, 0))(jax.random.key(seed), jnp.arange(16))
       np.testing.assert_array_equal(first_argmax(x), jnp.argmax(x, axis=-1))
       self.assertEqual(int(first_argmax(x)[0]), 10)
-      np.testing.assert_array_equal(gumbel_choice(keys, x),
-                                    jax.vmap(jax.random.categorical)(keys, x))
+      step = jnp.int32(seed * 7)
+      step_keys = jax.vmap(jax.random.fold_in, (0, None))(keys, step)
+      np.testing.assert_array_equal(gumbel_choice(gumbel_rows(keys, step, 700), x),
+                                    jax.vmap(jax.random.categorical)(step_keys, x))
 
   def test_filter_logits(self):
     logits = jnp.log(jnp.asarray([[0.1, 0.4, 0.2, 0.3], [0.24, 0.26, 0.3, 0.2]]))
