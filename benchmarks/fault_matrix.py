@@ -14,7 +14,9 @@ Two uninterrupted runs are the baselines: `sft_reference` (a short SFT alone) fo
 faults during SFT, `reference` (SFT until the policy writes whole apps, then 3 RL steps
 of 2 prompts x 4 samples) for the others; every RL-stage row starts from a copy of the
 reference's post-SFT directory (`prepared`), which the job resumes as a `rl.num_steps`
-extension (the RL optimizer is constant, so the extension changes no number). A row
+extension (the RL optimizer is constant, so the extension changes no number). A
+baseline is made again when the code changed since it ran (`code_fingerprint`): a
+change that moves a float32 rounding would otherwise fail every bitwise row. A row
 prints what was injected, what the run did (exit status, seconds after the signal),
 what was lost (steps redone), and whether the final parameters (and `best/`) are
 bitwise those of its baseline. `tests/benchmarks/test_fault_matrix.py` runs each row as a test.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import hashlib
 import json
 import os
 import pathlib
@@ -357,6 +360,14 @@ def resumed_at(workdir: pathlib.Path) -> Optional[int]:
   return int(found[-1]) if found else None
 
 
+def code_fingerprint(repo: pathlib.Path = REPO) -> str:
+  """A hash of the code a run executes: the package's and experiments/' Python files."""
+  digest = hashlib.sha256()
+  for path in sorted([*repo.glob("rcca_jax/**/*.py"), *repo.glob("experiments/*.py")]):
+    digest.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes())
+  return digest.hexdigest()
+
+
 class Matrix:
   """The rows, sharing the baselines under `root`."""
 
@@ -367,9 +378,10 @@ class Matrix:
   def _baseline(self, name: str, args: list[str], source: Optional[str] = None,
                 module: str = "rcca_jax.main", into: str = "") -> pathlib.Path:
     """A finished run of `args` (from a copy of baseline `source` in its subdirectory
-    `into`, when given), made once under ROOT/NAME."""
+    `into`, when given), made under ROOT/NAME once per `code_fingerprint`."""
     workdir = self.root / name
-    if (self.root / f"{name}.done").exists():
+    done = self.root / f"{name}.done"
+    if done.exists() and done.read_text() == code_fingerprint():
       return workdir
     shutil.rmtree(workdir, ignore_errors=True)
     if source:
@@ -377,7 +389,7 @@ class Matrix:
     code = run(self.root, workdir, args, module=module)
     if code:
       raise RuntimeError(f"baseline {name} failed (exit {code}):\n{log_text(workdir)[-3000:]}")
-    (self.root / f"{name}.done").write_text("")
+    done.write_text(code_fingerprint())
     return workdir
 
   def _baseline_dir(self, name: str) -> pathlib.Path:
