@@ -48,11 +48,11 @@ class CodeFingerprintTest(absltest.TestCase):
   def test_changes_with_the_code_the_runs_execute_only(self):
     repo = pathlib.Path(self.create_tempdir().full_path)
     for name, text in (("rcca_jax/a.py", "x = 1\n"), ("rcca_jax/sub/b.py", "y = 2\n"),
-                       ("experiments/c.py", "z = 3\n"), ("docs/d.md", "text\n")):
+                       ("experiments/c.py", "z = 3\n"), ("notes/d.md", "text\n")):
       (repo / name).parent.mkdir(parents=True, exist_ok=True)
       (repo / name).write_text(text)
     first = fault_matrix.code_fingerprint(repo)
-    (repo / "docs/d.md").write_text("other text\n")
+    (repo / "notes/d.md").write_text("other text\n")
     self.assertEqual(fault_matrix.code_fingerprint(repo), first)
     (repo / "rcca_jax/sub/b.py").write_text("y = 3\n")
     second = fault_matrix.code_fingerprint(repo)
