@@ -20,6 +20,7 @@ machine has less than a quarter of its memory available (`keep_reserve`): withou
 that, a job whose buffers change shape from step to step grew to 17-21 GB of a 24 GB
 machine, where glibc's peaked at 10-12.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -85,7 +86,6 @@ def preload_tcmalloc(argv: Optional[Sequence[str]] = None) -> None:
   sys.stdout.flush()
   sys.stderr.flush()
   os.execve(sys.executable, command, env)
-
 
 
 def reserve_bytes() -> int:
