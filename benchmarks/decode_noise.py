@@ -22,7 +22,6 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
@@ -36,13 +35,7 @@ from rcca_jax.train import sections  # pylint: disable=wrong-import-position
 generate_lib = importlib.import_module("rcca_jax.sampling.generate")
 
 
-def jax_random_noise(row_keys: jax.Array, step: jax.Array, vocab: int) -> jax.Array:
-  """The decode loop's noise as it drew it before: `jax.random`, row by row."""
-  return jax.vmap(lambda key: jax.random.gumbel(
-      jax.random.fold_in(key, step), (vocab,), jnp.float32))(row_keys)
-
-
-VARIANTS = {"jax.random": jax_random_noise, "written out": noise.gumbel_rows}
+VARIANTS = {"jax.random": noise.jax_random_rows, "written out": noise.gumbel_rows}
 
 
 def main() -> int:

@@ -380,8 +380,8 @@ class Matrix:
     """A finished run of `args` (from a copy of baseline `source` in its subdirectory
     `into`, when given), made under ROOT/NAME once per `code_fingerprint`."""
     workdir = self.root / name
-    done = self.root / f"{name}.done"
-    if done.exists() and done.read_text() == code_fingerprint():
+    done, fingerprint = self.root / f"{name}.done", code_fingerprint()
+    if done.exists() and done.read_text() == fingerprint:
       return workdir
     shutil.rmtree(workdir, ignore_errors=True)
     if source:
@@ -389,7 +389,7 @@ class Matrix:
     code = run(self.root, workdir, args, module=module)
     if code:
       raise RuntimeError(f"baseline {name} failed (exit {code}):\n{log_text(workdir)[-3000:]}")
-    done.write_text(code_fingerprint())
+    done.write_text(fingerprint)
     return workdir
 
   def _baseline_dir(self, name: str) -> pathlib.Path:

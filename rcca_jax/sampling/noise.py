@@ -48,12 +48,18 @@ def _exact() -> bool:
           and not jax.config.jax_high_dynamic_range_gumbel)
 
 
-def gumbel_rows(row_keys: jax.Array, step: jax.Array, vocab: int) -> jax.Array:
+def jax_random_rows(row_keys: jax.Array, step: jax.Array, vocab: int) -> jax.Array:
   """[B, vocab] float32: row b's `jax.random.gumbel(jax.random.fold_in(row_keys[b],
-  step), (vocab,), jnp.float32)`. `row_keys`: [B] typed threefry keys."""
+  step), (vocab,), jnp.float32)`, drawn by `jax.random` (the loop's noise before)."""
+  return jax.vmap(lambda key: jax.random.gumbel(
+      jax.random.fold_in(key, step), (vocab,), jnp.float32))(row_keys)
+
+
+def gumbel_rows(row_keys: jax.Array, step: jax.Array, vocab: int) -> jax.Array:
+  """`jax_random_rows`' values, the hash written out where the keys allow (typed
+  threefry keys under JAX's default settings)."""
   if str(jax.random.key_impl(row_keys)) != "threefry2x32" or not _exact():
-    return jax.vmap(lambda key: jax.random.gumbel(
-        jax.random.fold_in(key, step), (vocab,), jnp.float32))(row_keys)
+    return jax_random_rows(row_keys, step, vocab)
   data = jax.random.key_data(row_keys)  # [B, 2] uint32
   # fold_in: the key hashed with the counter (0, step).
   zero = jnp.zeros((), jnp.uint32)
