@@ -209,11 +209,12 @@ class Updates:
 
 def bug_margins(trainer: Any, state: Any, tasks: Sequence[Any]) -> dict[SiteKey, float]:
   """`logp(bug variant) − logp(reference)` of every bug site of `tasks` under `state`
-  (the site metrics' records, bug sites only, each batch as long as its sequences
-  need: `rl.length_bucket`; sites too long to score are left out)."""
+  (the site metrics' records, bug sites only, each batch as long and with as many rows
+  as its sequences need: `rl.length_bucket`, `fit_rows`; sites too long to score are
+  left out)."""
   records = trainer.programs.site_metrics(
-      state, list(tasks), kinds=("bug",),
-      length_bucket=trainer.job.rl.length_bucket).get("sites", [])
+      state, list(tasks), kinds=("bug",), length_bucket=trainer.job.rl.length_bucket,
+      fit_rows=True).get("sites", [])
   return {(r["task_id"], r["site"]): r["logp"]["bug"] - r["logp"]["reference"]
           for r in records if r["kind"] == "bug"}
 

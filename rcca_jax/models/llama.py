@@ -168,7 +168,9 @@ class Attention(nnx.Module):
              index: jax.Array, slot_mask: jax.Array) -> tuple[jax.Array, KVCache]:
     """Attention of new tokens x [B, T, D] over this layer's `cache` ([B, K, S, D]
     keys and values); the new ones are written into it in place at slots [index,
-    index + T). `slot_mask` [B, S] marks real slots, the new ones included."""
+    index + T). `slot_mask` [B, S] marks real slots, the new ones included. More than
+    `attention_block_size` new tokens (a group's responses over its prompt's cache,
+    `rl.shared_prefix`) attend blockwise, as the full-sequence path does."""
     t = x.shape[1]
     q, k, v = self._qkv(x, cos, sin)
     at = (0, 0, index, 0)
@@ -176,6 +178,14 @@ class Attention(nnx.Module):
         cache.keys, k.transpose(0, 2, 1, 3).astype(cache.keys.dtype), at)
     values = jax.lax.dynamic_update_slice(
         cache.values, v.transpose(0, 2, 1, 3).astype(cache.values.dtype), at)
+    block = self.cfg.attention_block_size
+    if block and t > block:
+      g = self.cfg.num_groups
+      k, v = (jnp.repeat(c.transpose(0, 2, 1, 3).astype(q.dtype), g, axis=2)
+              for c in (keys, values))
+      o = flash_attention.cached_causal_attention(q, k, v, slot_mask, index,
+                                                  self.cfg.head_dim ** -0.5, block)
+      return self._out(o), cache.replace(keys=keys, values=values)
     slots = jnp.arange(keys.shape[2])
     causal = slots[None, :] <= (index + jnp.arange(t))[:, None]  # [T, S]
     allowed = causal[None] & slot_mask.astype(bool)[:, None, :]

@@ -197,7 +197,9 @@ class MultiHeadLatentAttention(nnx.Module):
     """Attention over a latent cache.
 
     x [B,T,D] are the new tokens, written to slots [index, index + T); `slot_mask`
-    [B,S] marks the slots holding real tokens (already including the new ones).
+    [B,S] marks the slots holding real tokens (already including the new ones). More
+    than `attention_block_size` new tokens (a group's responses over its prompt's
+    cache, `rl.shared_prefix`) attend blockwise, as the full-sequence path does.
     """
     cfg = self.cfg
     b, t, _ = x.shape
@@ -210,6 +212,17 @@ class MultiHeadLatentAttention(nnx.Module):
     w = self.kv_b_proj.kernel[...].astype(x.dtype).reshape(
       cfg.kv_lora_rank, h, nope + cfg.v_head_dim)
     q_latent = jnp.einsum("bthn,chn->bthc", q_nope, w[..., :nope])
+    block = cfg.attention_block_size
+    if block and t > block:  # many new tokens (a prompt's responses): blockwise
+      keys = jnp.concatenate([latents, rope_keys], axis=-1).astype(x.dtype)[:, :, None]
+      keys = jnp.broadcast_to(keys, (b, keys.shape[1], h, keys.shape[-1]))
+      values = jnp.broadcast_to(latents.astype(x.dtype)[:, :, None],
+                                (b, latents.shape[1], h, latents.shape[-1]))
+      o_latent = flash_attention.cached_causal_attention(
+          jnp.concatenate([q_latent, q_rot], axis=-1), keys, values, slot_mask, index,
+          cfg.attention_scale, block)
+      o = jnp.einsum("bthc,chv->bthv", o_latent, w[..., nope:])
+      return self._gate_and_project_out(x, o), MLACache(latents, rope_keys)
     scores = (jnp.einsum("bthc,bsc->bhts", q_latent, latents.astype(x.dtype))
               + jnp.einsum("bthr,bsr->bhts", q_rot, rope_keys.astype(x.dtype)))
     scores = scores * cfg.attention_scale

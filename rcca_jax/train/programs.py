@@ -304,23 +304,27 @@ class Programs:
     return {**out, "copy_s": time.time() - t0} if out else out
 
   def site_metrics(self, state, tasks: list, *, kinds: Optional[Sequence[str]] = None,
-                   length_bucket: int = 0) -> dict[str, Any]:
+                   length_bucket: int = 0, fit_rows: bool = False) -> dict[str, Any]:
     """The exact site metrics of `tasks` under `state` (`train.site_metrics`; {} when
     no task has sites), scored in RL-step-shaped batches ([prompts_per_step x
     group_size, max_prompt_len + max_new_tokens]; with `length_bucket` each batch's
-    longest sequence rounded up to a multiple of it); the sites of `kinds` only, when
-    given. Every process calls it (the batch is split over the processes like an RL
-    batch)."""
+    longest sequence rounded up to a multiple of it; with `fit_rows` a batch of fewer
+    sequences has as few rows as hold them, a power of two rounded up to the mesh's
+    batch ways times `micro_batches`); the sites of `kinds` only, when given. Every
+    process calls it (the batch is split over the processes like an RL batch)."""
     r = self.job.rl
 
     def score(batch):
       return self._score_rows(self.logprob_fn(), state, batch).sum(-1)
 
+    ways = (config_check.batch_axis(dict(self.mesh.shape))[0] if self.mesh is not None
+            else 1)
     t0 = time.time()
     out = site_metrics_lib.evaluate_sites(
         score, self.tokenizer, tasks, rows=r.prompts_per_step * r.group_size,
         max_len=r.max_prompt_len + r.max_new_tokens, pad_id=self.pad_id, kinds=kinds,
-        length_bucket=length_bucket)
+        length_bucket=length_bucket,
+        row_multiple=ways * self.job.micro_batches if fit_rows else 0)
     if out.get("sites_skipped"):
       run_log.note("site metrics: %d sites left out (sequence longer than %d tokens)",
                    out["sites_skipped"], r.max_prompt_len + r.max_new_tokens)

@@ -69,24 +69,31 @@ def site_sequences(tokenizer: Any, tasks: Sequence[Any],
 
 
 def sequence_logps(score: ScoreFn, sequences: Sequence[SiteSequence], *, rows: int,
-                   max_len: int, pad_id: int, length_bucket: int = 0) -> np.ndarray:
+                   max_len: int, pad_id: int, length_bucket: int = 0,
+                   row_multiple: int = 0) -> np.ndarray:
   """Summed answer log-probability of each sequence, `rows` at a time (the last batch
   filled with copies of its first sequence); NaN for sequences longer than `max_len`.
   Batches are `max_len` long, or with `length_bucket` their longest sequence rounded up
-  to a multiple of it (`batching.bucket_length`)."""
+  to a multiple of it (`batching.bucket_length`). With `row_multiple` a batch of fewer
+  sequences than `rows` has their number rounded up to a power of two, then to a
+  multiple of `row_multiple`, as its rows (at most `rows`)."""
   out = np.full(len(sequences), np.nan)
   fits = [i for i, s in enumerate(sequences) if len(s.prompt) + len(s.answer) <= max_len]
   for lo in range(0, len(fits), rows):
     chunk = fits[lo:lo + rows]
     picked = [sequences[i] for i in chunk]
-    picked += [picked[0]] * (rows - len(picked))
+    height = rows
+    if row_multiple:
+      height = min(rows, -(-(1 << (len(chunk) - 1).bit_length()) // row_multiple)
+                   * row_multiple)
+    picked += [picked[0]] * (height - len(picked))
     width = batching.bucket_length(max(len(s.prompt) + len(s.answer) for s in picked),
                                    max_len, length_bucket)
     batch = batching.pack_batch([s.prompt for s in picked], [s.answer for s in picked],
                                 max_len=width, pad_id=pad_id)
     sums = np.asarray(score(batch), np.float64)
-    if sums.shape != (rows,):
-      raise ValueError(f"score returned shape {sums.shape}, expected ({rows},)")
+    if sums.shape != (height,):
+      raise ValueError(f"score returned shape {sums.shape}, expected ({height},)")
     out[chunk] = sums[:len(chunk)]
   return out
 
@@ -119,15 +126,15 @@ def bug_prob_mean(records: Sequence[dict[str, Any]]) -> Optional[float]:
 
 def evaluate_sites(score: ScoreFn, tokenizer: Any, tasks: Sequence[Any], *, rows: int,
                    max_len: int, pad_id: int, kinds: Optional[Sequence[str]] = None,
-                   length_bucket: int = 0) -> dict[str, Any]:
+                   length_bucket: int = 0, row_multiple: int = 0) -> dict[str, Any]:
   """`bug_prob_mean`, `sites` (the records) and `sites_skipped` of `tasks` ({} when no
-  task has sites); `kinds` and `length_bucket` as in `site_sequences` and
-  `sequence_logps`."""
+  task has sites); `kinds`, `length_bucket` and `row_multiple` as in `site_sequences`
+  and `sequence_logps`."""
   sequences = site_sequences(tokenizer, tasks, kinds)
   if not sequences:
     return {}
   logps = sequence_logps(score, sequences, rows=rows, max_len=max_len, pad_id=pad_id,
-                         length_bucket=length_bucket)
+                         length_bucket=length_bucket, row_multiple=row_multiple)
   records, skipped = site_records(sequences, logps)
   return {"bug_prob_mean": bug_prob_mean(records), "sites": records,
           "sites_skipped": skipped}

@@ -97,6 +97,23 @@ class PureTest(parameterized.TestCase):
     np.testing.assert_array_equal(
         got, site_metrics.sequence_logps(_sum_score, rows, rows=1, max_len=16, pad_id=0))
 
+  def test_batches_with_as_few_rows_as_hold_their_sequences(self):
+    seqs = [site_metrics.SiteSequence(str(i), None, [1], [i + 2]) for i in range(11)]
+    for multiple, want in ((1, [(8, 4), (4, 4)]), (3, [(8, 4), (6, 4)]),
+                           (0, [(8, 4), (8, 4)])):
+      calls = []
+
+      def score(batch, calls=calls):
+        calls.append(batch["input_ids"].shape)
+        return _sum_score(batch)
+
+      # 11 sequences, 8 rows at most: 8, then 3 rounded up to 4 (a power of two) and
+      # to a multiple of `row_multiple`; 0 keeps every batch at 8 rows.
+      got = site_metrics.sequence_logps(score, seqs, rows=8, max_len=4, pad_id=0,
+                                        row_multiple=multiple)
+      self.assertEqual(calls, want, msg=f"row_multiple={multiple}")
+      np.testing.assert_array_equal(got, np.arange(11) + 2)  # the answer tokens' sum
+
   def test_a_score_of_the_wrong_shape_is_an_error(self):
     seqs = [site_metrics.SiteSequence("a", None, [5], [7])]
     with self.assertRaisesRegex(ValueError, r"shape \(1,\), expected \(2,\)"):
