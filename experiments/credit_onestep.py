@@ -725,11 +725,23 @@ def read_lines(path: str) -> dict[int, dict]:
   return {line["step"]: line for line in lines}
 
 
+# How far two measurements' margins before the update may differ and still be of one
+# checkpoint: a margin is the difference of two sums of at most ~2,000 answer tokens'
+# log-probs, and another scoring layout (rows, width) reorders the float32 sums inside
+# each token's logits and softmax, moving each log-prob by a few units of float32
+# rounding at |logits| <~ 10 (<~ 1e-6), so a margin by 2e-3 at the very worst (1.7e-6
+# measured between low_overlap's first layout and the fitted rows); another checkpoint
+# (one update of lr 2e-4 moves margins by 0.05-0.9) differs by far more.
+MERGE_BEFORE_ATOL = 2e-3
+
+
 def merge_lines(lines: Mapping[int, dict], others: Sequence[Mapping[int, dict]]
                 ) -> dict[int, dict]:
   """`lines` joined with other measurements of the same batches (other arms, other
   invocations): per step measured in all of them, each pair's `after` holds every
-  arm; a pair's `before` must agree (the same checkpoint and sites), else ValueError."""
+  arm, each other arm's shifted by the two margins before so that its change is the
+  one it measured; a pair's `before` must agree within `MERGE_BEFORE_ATOL` (the same
+  checkpoint and sites), else ValueError."""
   steps = sorted(set(lines).intersection(*others))
   out = {}
   for step in steps:
@@ -740,11 +752,12 @@ def merge_lines(lines: Mapping[int, dict], others: Sequence[Mapping[int, dict]]
       if set(theirs) != set(keyed):
         raise ValueError(f"step {step}: the measurements hold different sites")
       for key, pair in theirs.items():
-        if abs(pair["before"] - keyed[key]["before"]) > 1e-6:
+        shift = keyed[key]["before"] - pair["before"]
+        if abs(shift) > MERGE_BEFORE_ATOL:
           raise ValueError(f"step {step}, site {key}: margins before the update differ "
                            f"({pair['before']} vs {keyed[key]['before']}): not the same "
                            "checkpoint")
-        keyed[key]["after"].update(pair["after"])
+        keyed[key]["after"].update({a: m + shift for a, m in pair["after"].items()})
       line["updates"].update(other[step]["updates"])
       line["measure_s"] += other[step]["measure_s"]
     out[step] = line

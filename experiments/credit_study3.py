@@ -87,7 +87,11 @@ only, low_overlap −0.016 [−0.028, −0.004] and multi_bug −0.003 [−0.017
 location benefit at the first update in the short settings beyond 19-24% of focus's
 own effect (but for negative-only updates in low_overlap); in long responses the
 placebo loses about a quarter of focus's effect. The
-pilot's negative-only −0.051 (10 batches) shrank to −0.017 at 100.
+pilot's negative-only −0.051 (10 batches) shrank to −0.017 at 100. The whole `GRID` on
+low_overlap's 100 batches (15 more arms, 49 min; results/credit_study3/low_overlap_grid_100):
+the bug's margin falls with the failed responses' weight, −0.025 (1) to −0.111 (0)
+nats, while focus − placebo stays within −0.005 at every `negative_unblamed` and with
+the mass matched.
 """
 
 import ml_collections

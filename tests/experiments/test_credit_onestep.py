@@ -136,6 +136,10 @@ class StatisticsTest(absltest.TestCase):
                      (2.0, {"grpo": 0.3}))
     with self.assertRaisesRegex(ValueError, "step 1, site .*differ"):
       onestep.merge_lines(mine, [{1: line(1, 0.7, {"rcca_focus": 0.2})}])
+    # Another scoring layout's rounding: the other arm keeps the change it measured.
+    got = onestep.merge_lines(mine, [{1: line(1, 0.5 + 1e-4, {"rcca_focus": 0.2})}])
+    self.assertAlmostEqual(got[1]["pairs"][0]["after"]["rcca_focus"] - 0.5, 0.2 - 0.5 - 1e-4,
+                           places=12)
 
   def test_joined_measurements_add_the_other_batches(self):
     mine = {3: {"step": 3, "who": "mine"}, 4: {"step": 4, "who": "mine"}}
