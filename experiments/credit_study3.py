@@ -88,10 +88,12 @@ location benefit at the first update in the short settings beyond 19-24% of focu
 own effect (but for negative-only updates in low_overlap); in long responses the
 placebo loses about a quarter of focus's effect. The
 pilot's negative-only −0.051 (10 batches) shrank to −0.017 at 100. The whole `GRID` on
-low_overlap's 100 batches (15 more arms, 49 min; results/credit_study3/low_overlap_grid_100):
-the bug's margin falls with the failed responses' weight, −0.025 (1) to −0.111 (0)
-nats, while focus − placebo stays within −0.005 at every `negative_unblamed` and with
-the mass matched.
+low_overlap's 100 batches (15 more arms, 49 min; experiments/results/credit_study3/
+low_overlap_grid_100/): the bug's margin falls with the failed responses' weight,
+−0.025 (1) to −0.111 (0) nats, while focus − placebo stays within −0.005 at every
+`negative_unblamed` and with the mass matched. On long (50 batches, 5 arms, 33 min;
+long_grid_50/) location matters at every level: rcca − placebo −0.057, mass-matched
+−0.084, and rcca_focus − grpo_neg_const −0.171 nats at blamed sites.
 """
 
 import ml_collections
