@@ -257,15 +257,20 @@ class Programs:
                 for i in range(len(arrays))]
     return tuple(arrays) if several else arrays[0]
 
+  def _row_multiple(self) -> int:
+    """What a batch's rows must be a multiple of: the mesh's batch ways times
+    `micro_batches`."""
+    ways = (config_check.batch_axis(dict(self.mesh.shape))[0] if self.mesh is not None
+            else 1)
+    return ways * self.job.micro_batches
+
   def packed_rows(self, examples: list, sft: sections.SftSection) -> int:
     """Rows per SFT step with `sft.pack` (`batching.packed_rows`, a multiple of the
     mesh's batch axis times `micro_batches`); 0 without."""
     if not sft.pack:
       return 0
-    ways = (config_check.batch_axis(dict(self.mesh.shape))[0] if self.mesh is not None
-            else 1)
     rows = batching.packed_rows([len(ids) for ids, _ in examples], sft.batch_size,
-                                sft.max_len, multiple=ways * self.job.micro_batches,
+                                sft.max_len, multiple=self._row_multiple(),
                                 seed=self.job.seed)
     run_log.note("SFT packing: %d examples per step in %d rows of %d tokens (%d unpacked)",
                  sft.batch_size, rows, sft.max_len, sft.batch_size)
@@ -317,14 +322,12 @@ class Programs:
     def score(batch):
       return self._score_rows(self.logprob_fn(), state, batch).sum(-1)
 
-    ways = (config_check.batch_axis(dict(self.mesh.shape))[0] if self.mesh is not None
-            else 1)
     t0 = time.time()
     out = site_metrics_lib.evaluate_sites(
         score, self.tokenizer, tasks, rows=r.prompts_per_step * r.group_size,
         max_len=r.max_prompt_len + r.max_new_tokens, pad_id=self.pad_id, kinds=kinds,
         length_bucket=length_bucket,
-        row_multiple=ways * self.job.micro_batches if fit_rows else 0)
+        row_multiple=self._row_multiple() if fit_rows else 0)
     if out.get("sites_skipped"):
       run_log.note("site metrics: %d sites left out (sequence longer than %d tokens)",
                    out["sites_skipped"], r.max_prompt_len + r.max_new_tokens)

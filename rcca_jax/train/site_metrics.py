@@ -68,6 +68,13 @@ def site_sequences(tokenizer: Any, tasks: Sequence[Any],
   return out
 
 
+def fitted_rows(n: int, rows: int, multiple: int) -> int:
+  """Rows for `n` sequences: n rounded up to a power of two, then to a multiple of
+  `multiple`, at most `rows`."""
+  power = 1 << max(0, (n - 1).bit_length())
+  return min(rows, -(-power // multiple) * multiple)
+
+
 def sequence_logps(score: ScoreFn, sequences: Sequence[SiteSequence], *, rows: int,
                    max_len: int, pad_id: int, length_bucket: int = 0,
                    row_multiple: int = 0) -> np.ndarray:
@@ -82,10 +89,7 @@ def sequence_logps(score: ScoreFn, sequences: Sequence[SiteSequence], *, rows: i
   for lo in range(0, len(fits), rows):
     chunk = fits[lo:lo + rows]
     picked = [sequences[i] for i in chunk]
-    height = rows
-    if row_multiple:
-      height = min(rows, -(-(1 << (len(chunk) - 1).bit_length()) // row_multiple)
-                   * row_multiple)
+    height = fitted_rows(len(chunk), rows, row_multiple) if row_multiple else rows
     picked += [picked[0]] * (height - len(picked))
     width = batching.bucket_length(max(len(s.prompt) + len(s.answer) for s in picked),
                                    max_len, length_bucket)
