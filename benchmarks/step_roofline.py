@@ -115,7 +115,10 @@ def xla_flops(jitted: Any, *args) -> float:
 
 
 def median_seconds(fn: Callable[[], Any], reps: int) -> float:
-  fn()  # compiled and warm
+  """The median of `reps` timed calls of `fn`, after one call that compiles and warms
+  it (waited for: JAX dispatches asynchronously, so an unwaited warm-up would still run
+  inside the first timed call)."""
+  jax.block_until_ready(fn())
   times = []
   for _ in range(reps):
     t0 = time.perf_counter()

@@ -61,7 +61,8 @@ focus − placebo's interval by 1.2x only (the batch's own update, not the place
 draw, carries the noise), so more batches buy more resolution than more layouts.
 `--merge` joins other outputs of the same checkpoint (other arms measured on the same
 batches, `--batches_dir`) into this one's statistics; `--join` adds other outputs' batches
-(other steps) on the arms all of them measure. Batches are sampled, saved and measured
+(other steps) on the arms all of them measure; a committed `summary.json` joins as
+well, so a study goes on where its `pairs.jsonl` is gone (another machine). Batches are sampled, saved and measured
 `--chunk` at a time, so a stopped run loses at most one chunk's sampling.
 
 Resolution: the half-width of focus − placebo's interval. For study 2's scale, the
@@ -707,7 +708,8 @@ def graded_batches(trainer: Any, state: Any, steps: Sequence[int], directory: st
     with open(meta, encoding="utf-8") as f:
       saved = set(json.load(f)["steps"])
   have = [s for s in steps if s in saved]
-  by_step = dict(zip(have, credit_mechanism.load_batches(directory, have, checkpoint)))
+  by_step = (dict(zip(have, credit_mechanism.load_batches(directory, have, checkpoint)))
+             if have else {})
   missing = [s for s in steps if s not in saved]
   if missing:
     new = credit_mechanism.sample_batches(trainer, state, missing)
@@ -723,6 +725,30 @@ def read_lines(path: str) -> dict[int, dict]:
   with open(path, encoding="utf-8") as f:
     lines = [json.loads(text) for text in f if text.strip()]
   return {line["step"]: line for line in lines}
+
+
+def summary_lines(summary: Mapping[str, Any]) -> dict[int, dict]:
+  """A summary's measured batches (step -> line) rebuilt from its raw pairs and update
+  metrics: what a committed `summary.json` gives to `--join` on a machine without its
+  `pairs.jsonl`. The lines carry no per-batch properties (the summary keeps their
+  shares only) and share its measuring seconds evenly."""
+  steps = summary["steps"]
+  lines = {s: {"step": s, "pairs": [], "updates": {},
+               "measure_s": summary["measure_s"] / max(len(steps), 1)} for s in steps}
+  for pair in summary["pairs"]:
+    lines[pair["step"]]["pairs"].append(pair)
+  for update in summary["updates"]:
+    lines[update["step"]]["updates"] = {k: v for k, v in update.items() if k != "step"}
+  return lines
+
+
+def joined_output(path: str) -> dict[int, dict]:
+  """The lines of a `--join` output: a directory's `pairs.jsonl`, or, where `path` is
+  its `summary.json` (a committed result), `summary_lines` of it."""
+  if path.endswith(".json"):
+    with open(path, encoding="utf-8") as f:
+      return summary_lines(json.load(f))
+  return read_lines(os.path.join(path, "pairs.jsonl"))
 
 
 # How far two measurements' margins before the update may differ and still be of one
@@ -848,7 +874,8 @@ def define_flags() -> None:
                     "to this one's on the batches measured in all (`merge_lines`).")
   flags.DEFINE_list("join", [], "Other outputs of this checkpoint (other batches) whose "
                     "lines join this one's in the statistics, on the arms all measure "
-                    "(`join_lines`).")
+                    "(`join_lines`): directories, or a committed result's summary.json "
+                    "(its meta.json beside it; `summary_lines`).")
   flags.mark_flags_as_required(["config", "checkpoint", "out"])
 
 
@@ -893,7 +920,7 @@ def main(argv: Sequence[str]) -> None:
                          [read_lines(os.path.join(d, "pairs.jsonl")) for d in f.merge])
     lines = [joined[s] for s in steps if s in joined]
   if f.join:
-    metas = [read_meta(d) for d in f.join]
+    metas = [read_meta(os.path.dirname(d) if d.endswith(".json") else d) for d in f.join]
     mine = read_meta(f.out)
     if any((m["checkpoint"], m.get("layout")) != (checkpoint, mine.get("layout"))
            for m in metas):
@@ -901,8 +928,7 @@ def main(argv: Sequence[str]) -> None:
                            f"this output's layout {mine.get('layout')}")
     names = [a for a in names if all(a in m["arms"] for m in metas)]
     lines = list(join_lines({line["step"]: line for line in lines},
-                            [read_lines(os.path.join(d, "pairs.jsonl"))
-                             for d in f.join]).values())
+                            [joined_output(d) for d in f.join]).values())
   summary = summarize(lines, names, reps=f.bootstrap, seed=0, auc_steps=auc_steps_mean(config),
                       setting=f.setting,
                       info={"checkpoint": checkpoint,

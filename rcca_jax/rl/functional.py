@@ -168,7 +168,11 @@ def _target_logprobs(logits: Array, targets: Array, temperature: float = 1.0
   if temperature != 1.0:
     scaled = scaled / temperature
   log_probs = jax.nn.log_softmax(scaled, axis=-1)
-  logp = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+  # The target's entry by a one-hot select, not a gather: the same value (the other
+  # entries add exact zeros), and its gradient is an elementwise select that fuses into
+  # log_softmax's, where a gather's is a scatter into a zero-filled [.., vocab] buffer.
+  vocab = jax.lax.broadcasted_iota(jnp.int32, log_probs.shape, log_probs.ndim - 1)
+  logp = jnp.sum(jnp.where(vocab == targets[..., None], log_probs, 0.0), axis=-1)
   entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
   return logp, jax.lax.stop_gradient(entropy)
 

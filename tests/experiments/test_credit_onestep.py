@@ -148,6 +148,30 @@ class StatisticsTest(absltest.TestCase):
     self.assertEqual(list(joined), [1, 3, 4])
     self.assertEqual([line["who"] for line in joined.values()], ["other", "mine", "mine"])
 
+  def test_a_summary_gives_back_its_lines(self):
+    rng = np.random.default_rng(1)
+    arms = ["grpo", "rcca_focus", "rcca_focus_placebo"]
+    lines = [{"step": step, "measure_s": 2.0,
+              "updates": {a: {"grad_norm": float(step), "clipped": 0.0} for a in arms},
+              "pairs": [{"step": step, "task_id": f"t{i}", "site": "bug0",
+                         "blamed": bool((step + i) % 2), "before": float(rng.normal()),
+                         "after": dict(zip(arms, rng.normal(size=3).tolist()))}
+                        for i in range(3)]} for step in (4, 7, 9)]
+    summary = json.loads(json.dumps(onestep.summarize(lines, arms, reps=100, seed=0,
+                                                      auc_steps=18.0)))
+    back = onestep.summary_lines(summary)
+    self.assertEqual(list(back), [4, 7, 9])
+    self.assertEqual([b["pairs"] for b in back.values()], [line["pairs"] for line in lines])
+    self.assertEqual([b["updates"] for b in back.values()],
+                     [line["updates"] for line in lines])
+    again = onestep.summarize(list(back.values()), arms, reps=100, seed=0, auc_steps=18.0)
+    self.assertEqual(again["differences"], summary["differences"])
+    self.assertEqual(again["measure_s"], summary["measure_s"])
+    path = os.path.join(self.create_tempdir().full_path, "summary.json")
+    with open(path, "w", encoding="utf-8") as f:
+      json.dump(summary, f)
+    self.assertEqual(onestep.joined_output(path), back)
+
   def test_property_shares_sum_the_batches_counts(self):
     got = onestep.property_shares([{"tokens": 10, "responses": 2, "fix": 0.5,
                                     "fix_pairs": 1},
@@ -317,6 +341,16 @@ class OneStepTest(parameterized.TestCase):
       f.write("".join(json.dumps(line) + "\n" for line in lines))
     with self.assertRaisesRegex(ValueError, "step 1, site"):
       onestep.relabel(self.config, out, batches_dir, checkpoint)
+
+  def test_saved_batches_are_read_back_and_a_fresh_directory_is_no_error(self):
+    checkpoint = os.path.join(self.tmp, "run")
+    fresh = os.path.join(self.create_tempdir().full_path, "batches")
+    self.assertEqual(onestep.graded_batches(self.trainer, self.state, [], fresh,
+                                            checkpoint), [])
+    credit_mechanism.save_batches(fresh, [0, 1], self.batches[:2], checkpoint)
+    got = onestep.graded_batches(self.trainer, self.state, [1, 0], fresh, checkpoint)
+    self.assertEqual([[r.text for r in b] for b in got],
+                     [[r.text for r in b] for b in (self.batches[1], self.batches[0])])
 
   def test_a_rerun_measures_only_the_missing_batches(self):
     arms = onestep.arms_of(self.config, ["grpo"])

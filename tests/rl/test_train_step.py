@@ -11,6 +11,7 @@ from absl.testing import absltest, parameterized
 from tests.fixtures import rl_fixtures
 from tests.fixtures.np_reference import np_effective_weights, np_loss_and_grad, np_token_logprobs
 from rcca_jax.data import batching
+from rcca_jax.rl import functional
 from rcca_jax.rl import objective as objective_lib
 from rcca_jax.rl import optim
 from rcca_jax.rl import sft
@@ -49,6 +50,30 @@ def gradients(loss_config, micro_batches, batch):
   loss, grads, stats, counts = fn(fmodel.params, fmodel.model_state,
                                   ts.numpy_batch(batch, objective.keys))
   return loss, grads, objective_lib.finalize_stats(stats), counts
+
+
+class TargetLogprobsTest(absltest.TestCase):
+
+  def test_one_hot_select_equals_the_gather_and_its_gradient(self):
+    # `_target_logprobs` reads the target's entry by a one-hot select (its gradient
+    # fuses into log_softmax's); the other entries add exact zeros, so value and
+    # gradient equal a gather's bit for bit, -inf entries and temperature included.
+    rng = np.random.default_rng(0)
+    logits = jnp.asarray(rng.normal(size=(2, 5, 37)) * 4.0, jnp.float32)
+    logits = logits.at[0, 1, 3].set(-jnp.inf)
+    targets = jnp.asarray(rng.integers(0, 37, (2, 5)), jnp.int32)
+
+    def gathered(x):
+      log_probs = jax.nn.log_softmax(x / 0.7, axis=-1)
+      return jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+
+    def selected(x):
+      return functional._target_logprobs(x, targets, 0.7)[0]
+
+    weights = jnp.asarray(rng.normal(size=(2, 5)), jnp.float32)
+    np.testing.assert_array_equal(selected(logits), gathered(logits))
+    grad = lambda f: jax.grad(lambda x: jnp.sum(f(x) * weights))(logits)
+    np.testing.assert_array_equal(grad(selected), grad(gathered))
 
 
 class ChunkedLogprobsTest(parameterized.TestCase):
