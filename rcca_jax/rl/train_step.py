@@ -107,7 +107,8 @@ def make_gradient_fn(fmodel: FunctionalModel, objective: Objective,
 
   Gradients are accumulated in float32 over `micro_batches` slices of the batch with
   `lax.scan`; each slice's loss is divided by the whole batch's denominator, so the
-  sums equal the loss and gradient of the whole batch. `batch_spec` shards a
+  sums equal the loss and gradient of the whole batch. One micro-batch is one gradient,
+  with no accumulator. `batch_spec` shards a
   micro-batch's leading dimension inside the loop and `grad_shardings` (those of
   the params) keep the float32 accumulator sharded (when compiled on a mesh).
   """
@@ -137,6 +138,11 @@ def make_gradient_fn(fmodel: FunctionalModel, objective: Objective,
     # Shared prompts go whole to every micro-batch (whose strided rows keep their
     # groups in order: `split_micro_batches`); the rows are split.
     prompts = {k: batch.pop(k) for k in PROMPT_KEYS if k in batch}
+    if micro_batches == 1:  # nothing to accumulate: no zero-filled float32 copy of
+      # the parameters to add the one gradient to (the same sums: 0 + g = g)
+      (loss, (stats, counts)), grads = grad_fn(params, model_state,
+                                               {**constrain(batch), **prompts}, denominator)
+      return loss, shard_like_params(grads), stats, counts
     micro = split_micro_batches(batch, micro_batches)
 
     def body(carry, mb):
