@@ -62,8 +62,9 @@ draw, carries the noise), so more batches buy more resolution than more layouts.
 `--merge` joins other outputs of the same checkpoint (other arms measured on the same
 batches, `--batches_dir`) into this one's statistics; `--join` adds other outputs' batches
 (other steps) on the arms all of them measure; a committed `summary.json` joins as
-well, so a study goes on where its `pairs.jsonl` is gone (another machine). Batches are sampled, saved and measured
-`--chunk` at a time, so a stopped run loses at most one chunk's sampling.
+well, so a study goes on where its `pairs.jsonl` is gone (another machine). Batches
+are sampled, saved and measured `--chunk` at a time, so a stopped run loses at most one
+chunk's sampling.
 
 Resolution: the half-width of focus − placebo's interval. For study 2's scale, the
 all-sites Δp_bug half-width is multiplied by the mean RL step of study 2's evaluations

@@ -78,9 +78,10 @@ def get_config(preset: str = "gpu") -> ml_collections.ConfigDict:
     config.micro_batches = 1
     config.model.remat = False
     # On the CPU, blockwise attention above 128 tokens keeps no [layers, heads, T, T]
-    # probabilities for the backward pass: the SFT step 4.83 -> 4.43 s (1 x 512 tokens),
-    # 49% -> 57% of the measured matmul peak (docs/performance.md, "SmolLM2's train
-    # step"). The gpu preset keeps 512 (not measured there).
+    # probabilities for the backward pass: the SFT step of 1 x 512 tokens 4.86 -> 4.35 s
+    # (alternated in one process), 46% -> 52% of the best measured matmul peak
+    # (docs/performance.md, "SmolLM2's train step"). The gpu preset keeps 512 (not
+    # measured there).
     config.model.attention_block_size = 128
     config.sft.update(num_steps=1, batch_size=1, log_every=1)
     config.rl.update(num_steps=1, group_size=2, prompts_per_step=1, max_new_tokens=16,
