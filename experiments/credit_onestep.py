@@ -743,10 +743,15 @@ def summary_lines(summary: Mapping[str, Any]) -> dict[int, dict]:
   return lines
 
 
+def output_dir(path: str) -> str:
+  """The output directory of a `--join` path: itself, or the folder of its summary.json."""
+  return os.path.dirname(path) if path.endswith(".json") else path
+
+
 def joined_output(path: str) -> dict[int, dict]:
   """The lines of a `--join` output: a directory's `pairs.jsonl`, or, where `path` is
   its `summary.json` (a committed result), `summary_lines` of it."""
-  if path.endswith(".json"):
+  if path != output_dir(path):
     with open(path, encoding="utf-8") as f:
       return summary_lines(json.load(f))
   return read_lines(os.path.join(path, "pairs.jsonl"))
@@ -921,7 +926,7 @@ def main(argv: Sequence[str]) -> None:
                          [read_lines(os.path.join(d, "pairs.jsonl")) for d in f.merge])
     lines = [joined[s] for s in steps if s in joined]
   if f.join:
-    metas = [read_meta(os.path.dirname(d) if d.endswith(".json") else d) for d in f.join]
+    metas = [read_meta(output_dir(d)) for d in f.join]
     mine = read_meta(f.out)
     if any((m["checkpoint"], m.get("layout")) != (checkpoint, mine.get("layout"))
            for m in metas):

@@ -139,7 +139,9 @@ def make_gradient_fn(fmodel: FunctionalModel, objective: Objective,
     # groups in order: `split_micro_batches`); the rows are split.
     prompts = {k: batch.pop(k) for k in PROMPT_KEYS if k in batch}
     if micro_batches == 1:  # nothing to accumulate: no zero-filled float32 copy of
-      # the parameters to add the one gradient to (the same sums: 0 + g = g)
+      # the parameters to add the one gradient to (the same sums: 0 + g = g). More
+      # micro-batches keep the zero start: starting the scan from the first one's
+      # gradient would put the gradient program in the executable twice.
       (loss, (stats, counts)), grads = grad_fn(params, model_state,
                                                {**constrain(batch), **prompts}, denominator)
       return loss, shard_like_params(grads), stats, counts
