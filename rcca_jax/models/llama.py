@@ -114,6 +114,26 @@ def grouped_attention(q: jax.Array, k: jax.Array, v: jax.Array, allowed: jax.Arr
   return jnp.einsum(f"bkgts,{kv_layout}->btkgd", probs, v).reshape(b, t, h, d)
 
 
+def one_token_attention(q: jax.Array, keys: jax.Array, values: jax.Array,
+                        allowed: jax.Array, scale: float) -> jax.Array:
+  """`grouped_attention` of one new token per row over the cache: q [B, 1, H, D];
+  keys, values [B, K, S, D] (the cache's layout); allowed [B, S] bool.
+
+  The products are written as broadcast multiplies summed over D and S, which XLA's
+  CPU backend fuses into loops over the cache as stored; the equivalent einsum
+  lowers to a batched dot of [S, D] x [D, G] shapes that took 3.7x as long
+  (SmolLM2, 16 rows, 256 slots). Equal to `grouped_attention` within float32
+  rounding (the sums run in another order)."""
+  b, _, h, d = q.shape
+  kv = keys.shape[1]
+  q = q.reshape(b, kv, h // kv, 1, d)
+  scores = jnp.sum(q * keys[:, :, None], axis=-1) * scale  # [B, K, G, S]
+  scores = jnp.where(allowed[:, None, None], scores, _NEG)
+  probs = jax.nn.softmax(scores, axis=-1).astype(values.dtype)
+  o = jnp.sum(probs[..., None] * values[:, :, None], axis=-2)  # [B, K, G, D]
+  return o.reshape(b, 1, h, d)
+
+
 class Attention(nnx.Module):
   """Grouped-query attention with RoPE and optional q/k/v (and output) biases."""
 
@@ -189,6 +209,10 @@ class Attention(nnx.Module):
     slots = jnp.arange(keys.shape[2])
     causal = slots[None, :] <= (index + jnp.arange(t))[:, None]  # [T, S]
     allowed = causal[None] & slot_mask.astype(bool)[:, None, :]
+    if t == 1:  # a decode step
+      o = one_token_attention(q, keys.astype(q.dtype), values.astype(q.dtype),
+                              allowed[:, 0], self.cfg.head_dim ** -0.5)
+      return self._out(o), cache.replace(keys=keys, values=values)
     o = grouped_attention(q, keys.astype(q.dtype), values.astype(q.dtype),
                           allowed, self.cfg.head_dim ** -0.5, kv_layout="bksd")
     return self._out(o), cache.replace(keys=keys, values=values)

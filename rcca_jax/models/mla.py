@@ -230,6 +230,10 @@ class MultiHeadLatentAttention(nnx.Module):
     causal = slots[None, :] <= (index + jnp.arange(t))[:, None]  # [T, S]
     allowed = causal[None, None] & slot_mask.astype(bool)[:, None, None, :]
     probs = _masked_softmax(scores, allowed, x.dtype)
-    o_latent = jnp.einsum("bhts,bsc->bthc", probs, latents.astype(x.dtype))
+    if t == 1:  # a decode step: see `llama.one_token_attention`
+      o_latent = jnp.sum(probs[:, :, 0, :, None] * latents.astype(x.dtype)[:, None],
+                         axis=2)[:, None]  # [B, 1, H, C]
+    else:
+      o_latent = jnp.einsum("bhts,bsc->bthc", probs, latents.astype(x.dtype))
     o = jnp.einsum("bthc,chv->bthv", o_latent, w[..., nope:])
     return self._gate_and_project_out(x, o), MLACache(latents, rope_keys)

@@ -1,6 +1,8 @@
 """The dense decode's layout (docs/performance.md, "a cache buffer and the weights per
-layer"): one cache buffer per layer, the layers' weights sliced out of the stack once,
-the same logits either way, and no weight slice left inside the compiled decode loop."""
+layer", "Decode: one token's attention"): one cache buffer per layer, the layers'
+weights sliced out of the stack once, the same logits either way, no weight slice left
+inside the compiled decode loop, and a decode step's attention as broadcast products
+(no batched dot over the cache) equal to the einsum's within float32 rounding."""
 
 import importlib
 import re
@@ -12,6 +14,7 @@ from absl.testing import absltest
 from flax import nnx
 
 from rcca_jax.models import LlamaForCausalLM
+from rcca_jax.models import llama
 from rcca_jax.models.llama_config import LlamaConfig
 
 # `rcca_jax.sampling.generate` is also the name of the function the package exports.
@@ -75,6 +78,46 @@ class DecodeLayoutTest(absltest.TestCase):
     self.assertEqual(in_loop, [])
     # The slices exist, before the loop: the check above reads the right program.
     self.assertTrue(any('op_name="jit(_decode)/slice"' in line for line in hlo.splitlines()))
+
+  def test_one_token_attention_equals_the_einsum(self):
+    rng = np.random.default_rng(1)
+    b, heads, kv, s, d = 3, 6, 2, 40, 16
+    q = jnp.asarray(rng.standard_normal((b, 1, heads, d)), jnp.float32)
+    keys, values = (jnp.asarray(rng.standard_normal((b, kv, s, d)), jnp.float32)
+                    for _ in range(2))
+    allowed = jnp.asarray(rng.random((b, s)) < 0.7).at[:, 0].set(True)
+    scale = d ** -0.5
+    want = llama.grouped_attention(q, keys, values, allowed[:, None], scale,
+                                   kv_layout="bksd")
+    got = llama.one_token_attention(q, keys, values, allowed, scale)
+    # Rounding: a score is a sum of D products, off by at most g_D * sum|q k| * scale
+    # (g_n = n u / (1 - n u), u = 2^-24); softmax turns a score error e into a relative
+    # error of at most 2e in each probability; the output, a sum of S terms p v, adds
+    # g_S * max|v|. The two orders may each be off by that much: twice the bound.
+    u = 2.0 ** -24
+    gamma = lambda n: n * u / (1 - n * u)
+    qk = np.abs(np.asarray(q).reshape(b, kv, heads // kv, d)[:, :, :, None, :]
+                * np.asarray(keys)[:, :, None]).sum(-1).max() * scale
+    vmax = float(np.abs(np.asarray(values)).max())
+    bound = 2 * (vmax * 2 * gamma(d) * qk + gamma(s) * vmax)
+    diff = float(np.abs(np.asarray(got) - np.asarray(want)).max())
+    self.assertLessEqual(diff, bound)
+    self.assertEqual(got.shape, want.shape)
+    # A masked slot does not count: changing its value changes nothing.
+    hidden = int(np.argmin(np.asarray(allowed[0])))
+    moved = llama.one_token_attention(q, keys, values.at[0, :, hidden].add(100.0),
+                                      allowed, scale)
+    np.testing.assert_array_equal(np.asarray(moved), np.asarray(got))
+
+  def test_the_decode_loop_has_no_batched_dot_over_the_cache(self):
+    # The compiled program's ops name the einsum they come from.
+    hlo = lowered_decode(_model(), rows=4).compile().as_text()
+    self.assertNotIn("bkgts,bksd->btkgd", hlo)
+    # The full-sequence path (the prompt's prefill) still has it: the check reads
+    # names that exist.
+    model = _model()
+    full = jax.jit(lambda ids: model(ids)).lower(jnp.ones((1, 4), jnp.int32))
+    self.assertIn("bkgts,bskd->btkgd", full.compile().as_text())
 
 
 if __name__ == "__main__":
