@@ -231,8 +231,9 @@ class MultiHeadLatentAttention(nnx.Module):
     allowed = causal[None, None] & slot_mask.astype(bool)[:, None, None, :]
     probs = _masked_softmax(scores, allowed, x.dtype)
     if t == 1:  # a decode step: see `llama.one_token_attention`
-      o_latent = jnp.sum(probs[:, :, 0, :, None] * latents.astype(x.dtype)[:, None],
-                         axis=2)[:, None]  # [B, 1, H, C]
+      o_latent = jnp.sum(probs[:, :, 0, :, None].astype(jnp.float32)
+                         * latents.astype(jnp.float32)[:, None],
+                         axis=2)[:, None].astype(x.dtype)  # [B, 1, H, C]
     else:
       o_latent = jnp.einsum("bhts,bsc->bthc", probs, latents.astype(x.dtype))
     o = jnp.einsum("bthc,chv->bthv", o_latent, w[..., nope:])
