@@ -751,7 +751,7 @@ def output_dir(path: str) -> str:
 def joined_output(path: str) -> dict[int, dict]:
   """The lines of a `--join` output: a directory's `pairs.jsonl`, or, where `path` is
   its `summary.json` (a committed result), `summary_lines` of it."""
-  if path != output_dir(path):
+  if path.endswith(".json"):
     with open(path, encoding="utf-8") as f:
       return summary_lines(json.load(f))
   return read_lines(os.path.join(path, "pairs.jsonl"))

@@ -201,22 +201,19 @@ class Attention(nnx.Module):
     values = jax.lax.dynamic_update_slice(
         cache.values, v.transpose(0, 2, 1, 3).astype(cache.values.dtype), at)
     block = self.cfg.attention_block_size
+    scale = self.cfg.head_dim ** -0.5
     if block and t > block:
       g = self.cfg.num_groups
       k, v = (jnp.repeat(c.transpose(0, 2, 1, 3).astype(q.dtype), g, axis=2)
               for c in (keys, values))
-      o = flash_attention.cached_causal_attention(q, k, v, slot_mask, index,
-                                                  self.cfg.head_dim ** -0.5, block)
-      return self._out(o), cache.replace(keys=keys, values=values)
-    slots = jnp.arange(keys.shape[2])
-    causal = slots[None, :] <= (index + jnp.arange(t))[:, None]  # [T, S]
-    allowed = causal[None] & slot_mask.astype(bool)[:, None, :]
-    if t == 1:  # a decode step
-      o = one_token_attention(q, keys.astype(q.dtype), values.astype(q.dtype),
-                              allowed[:, 0], self.cfg.head_dim ** -0.5)
-      return self._out(o), cache.replace(keys=keys, values=values)
-    o = grouped_attention(q, keys.astype(q.dtype), values.astype(q.dtype),
-                          allowed, self.cfg.head_dim ** -0.5, kv_layout="bksd")
+      o = flash_attention.cached_causal_attention(q, k, v, slot_mask, index, scale, block)
+    else:
+      slots = jnp.arange(keys.shape[2])
+      causal = slots[None, :] <= (index + jnp.arange(t))[:, None]  # [T, S]
+      allowed = causal[None] & slot_mask.astype(bool)[:, None, :]
+      k, v = keys.astype(q.dtype), values.astype(q.dtype)
+      o = (one_token_attention(q, k, v, allowed[:, 0], scale) if t == 1  # a decode step
+           else grouped_attention(q, k, v, allowed, scale, kv_layout="bksd"))
     return self._out(o), cache.replace(keys=keys, values=values)
 
 
