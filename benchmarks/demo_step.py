@@ -8,7 +8,9 @@ fresh workdir and grading cache each) at `--baseline` (a git worktree), then in 
 tree, nothing else of this script's running beside them. Prints per tree the wall
 time, the median SFT step and the medians of the RL step's phases (sampling, grading,
 training, the whole step; each stage's first step, which compiles, left out), the
-ratios, and both runs' pass rate by RL step: the demo's outcome must not change.
+ratios, and both runs' pass rate by RL step: the demo's outcome must not change. A tree
+whose RL rows count their compiles (`compiles`, `base/compile_count.py`) also gets
+`steady_step_s`, the median step over the steps that compiled nothing.
 `--this_set` adds `--config.KEY=VALUE` overrides to this tree's run only.
 """
 
@@ -48,6 +50,11 @@ def run_demo(tree: str, workdir: str, overrides: tuple[str, ...] = ()
   rl = [r for r in rows if r["stage"] == "rl"][1:]
   for phase in PHASES:
     out[phase] = statistics.median(r[phase] for r in rl)
+  steady = [r["step_s"] for r in rl if r.get("compiles") == 0]
+  out["steady_step_s"] = statistics.median(steady) if steady else float("nan")
+  print("RL steps compiling:", {r["step"]: (int(r["compiles"]), round(r["compile_s"], 1))
+                               for r in rows if r["stage"] == "rl" and r.get("compiles")},
+        flush=True)
   print(outcome.pass_curve(rows), flush=True)
   return out
 
@@ -74,7 +81,7 @@ def main() -> int:
                    capture_output=True)
   print(f"\nbaseline {args.baseline} vs this tree (`make demo`'s job, medians)")
   print(f"{'':<12}{'baseline s':>11}{'this s':>9}{'speed-up':>10}")
-  for key in ("wall_s", "sft_step_s", *PHASES):
+  for key in ("wall_s", "sft_step_s", *PHASES, "steady_step_s"):
     b, t = results["baseline"][key], results["this"][key]
     print(f"{key:<12}{b:>11.2f}{t:>9.2f}{b / t:>9.2f}x")
   return 0

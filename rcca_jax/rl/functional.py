@@ -99,7 +99,7 @@ class FunctionalModel:
     if "prompt_ids" in batch:
       return self.prefix_logprobs(params, model_state, batch["prompt_ids"],
                                   batch["prompt_mask"], batch["input_ids"],
-                                  batch["attention_mask"], temperature)
+                                  batch["attention_mask"], temperature, logits_chunk)
     return self.logprobs(params, model_state, batch["input_ids"], batch["attention_mask"],
                          logits_chunk, temperature)
 
@@ -119,27 +119,33 @@ class FunctionalModel:
 
   def prefix_logprobs(self, params: PyTree, model_state: PyTree, prompt_ids: Array,
                       prompt_mask: Array, input_ids: Array, attention_mask: Array,
-                      temperature: float = 1.0) -> tuple[Array, Array, Mapping[str, Any]]:
+                      temperature: float = 1.0, logits_chunk: int = 0
+                      ) -> tuple[Array, Array, Mapping[str, Any]]:
     """Log-probs and entropies [B, R] of responses `input_ids` [B, R] whose groups of
     B / G rows share the left-padded prompts `prompt_ids` [G, P]: position j is token j
     given its prompt and tokens < j. Each prompt runs once, into a decoding cache
     (the model's `init_cache` / cached call) whose rows are repeated for its group; the
     responses then run over that cache, so the gradient of a prompt's positions is
-    the sum over its group's responses, as when every row carried its prompt. Aux:
+    the sum over its group's responses, as when every row carried its prompt. The LM
+    head runs once, on the final hidden states that predict the responses (the
+    prompt's last, then each response's own but its last; `logits_chunk` of them at a
+    time when > 0): no logits of prompt positions, and no [B, R, V] concatenation. Aux:
     expert counts of both calls (a prompt's tokens counted once)."""
     model = self.merge(params, model_state)
     groups, prompt_len = prompt_ids.shape
     rows, response_len = input_ids.shape
     cache = model.init_cache(groups, prompt_len + response_len)
-    prompt_logits, cache, prompt_aux = model(prompt_ids, attention_mask=prompt_mask,
-                                             cache=cache, return_aux=True)
+    prompt_hidden, cache, prompt_aux = model(prompt_ids, attention_mask=prompt_mask,
+                                             cache=cache, return_aux=True,
+                                             return_hidden=True)
     per_group = rows // groups
     cache = take_cache_rows(cache, jnp.arange(rows) // per_group)
-    logits, _, aux = model(input_ids, attention_mask=attention_mask, cache=cache,
-                           return_aux=True)
-    logits = jnp.concatenate(
-        [jnp.repeat(prompt_logits[:, -1:], per_group, axis=0), logits[:, :-1]], axis=1)
-    logp, entropy = _target_logprobs(logits, input_ids, temperature)
+    hidden, _, aux = model(input_ids, attention_mask=attention_mask, cache=cache,
+                           return_aux=True, return_hidden=True)
+    hidden = jnp.concatenate(
+        [jnp.repeat(prompt_hidden[:, -1:], per_group, axis=0), hidden[:, :-1]], axis=1)
+    logp, entropy = _projected_logprobs(model.project_logits, hidden, input_ids,
+                                        logits_chunk, temperature)
     counts = [a["expert_counts"] for a in (prompt_aux, aux) if "expert_counts" in a]
     return logp, entropy, {"expert_counts": sum(counts)} if counts else {}
 

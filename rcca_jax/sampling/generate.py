@@ -142,9 +142,10 @@ def _round_up(n: int, multiple: int) -> int:
 
 
 def batch_bucket(batch: int, shards: int = 1) -> int:
-  """Rows the compiled batch has: a power of two up to 16, then multiples of 16,
-  rounded up to a multiple of the number of batch shards."""
-  rows = _next_pow2(batch) if batch <= 16 else _round_up(batch, 16)
+  """Rows the compiled batch has: a power of two up to 16, then multiples of 8 (24 rows
+  decode as 24, not 32: a step costs about its rows), rounded up to a multiple of the
+  number of batch shards."""
+  rows = _next_pow2(batch) if batch <= 16 else _round_up(batch, 8)
   return _round_up(rows, shards)
 
 

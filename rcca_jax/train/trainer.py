@@ -27,6 +27,7 @@ from typing import Any, Optional, Sequence
 import jax
 import ml_collections
 
+from rcca_jax.base import compile_count
 from rcca_jax.evaluation.grader import Grader
 from rcca_jax.parallel import multihost
 from rcca_jax.rl import batch_updates
@@ -195,6 +196,7 @@ class Trainer:
     update; checkpoint; row. Returns the state, the row and whether the run is asked
     to stop (checkpointed then)."""
     t0, r, grader = time.time(), self.job.rl, self.programs.grader()
+    compiled = compile_count.snapshot()
     cached, deaths = self.programs.cache_counts(), grader.stats.get("worker_deaths", 0)
     rollouts = parts.source.sample(state, step)
     times = parts.source.grade(rollouts, state, step)
@@ -225,7 +227,8 @@ class Trainer:
         skipped_long_prompts=self.tasks.skipped_prompts,
         timeouts=grader.stats.get("timeouts", 0), regraded=regraded,
         worker_deaths=grader.stats.get("worker_deaths", 0) - deaths, **times,
-        **self.programs.cache_row(cached), **flat, train_s=t_update - t_batch)
+        **self.programs.cache_row(cached), **flat, train_s=t_update - t_batch,
+        **compile_count.since(compiled))
     row = row_reduce.combine(multihost.gather_shares(row, len(rollouts)))
     self.metrics.write("rl", step + 1, row)
     return state, row, preempted

@@ -3,9 +3,11 @@ layout, and the same log-probs, loss and gradients as rows that each carry their
 prompt, within float32 rounding, on the tiny Llama and the tiny Ling (KDA and MLA)."""
 
 import dataclasses
+import re
 
 import jax
 import numpy as np
+
 from absl.testing import absltest, parameterized
 
 from rcca_jax.data import batching
@@ -169,6 +171,42 @@ class SameStepTest(parameterized.TestCase):
     for name in stats0:
       np.testing.assert_allclose(stats1[name], stats0[name], rtol=1e-5, atol=1e-7,
                                  err_msg=name)
+    scale = rl_fixtures.gradient_term_scale(fmodel, plain, config)
+    rl_fixtures.assert_within_rounding(grads1, grads0, scale,
+                                       rl_fixtures.family_reduction_length(family, plain))
+
+  @parameterized.parameters("llama", "ling")
+  def test_logits_chunk_gives_the_same_step(self, family):
+    """`logits_chunk` on a shared-prefix batch: the LM head and its softmax 5 of the
+    16 predicting states at a time (the last chunk padded), each position computed
+    as in one pass over all of them: the same log-probs, loss and gradients. The head's
+    dot products run over the hidden size whatever the chunk, so values agree to
+    within a few ulps (XLA may block a [B, 5] product apart from a [B, 16] one); the
+    gradients sum the chunks' head gradients in another order: `assert_within_rounding`
+    at n = the positions summed. A state fed to the wrong target (the chunks misaligned
+    by one) moves log-probs by order one."""
+    _, shared = _batches(_rollouts(seed=3))
+    config = objective_lib.preset("grpo")
+    fmodel = rl_fixtures.functional_model(family)
+    objective = ts.PolicyObjective(config, GROUP, True)
+    batch = ts.numpy_batch(shared, objective.keys)
+    out, whole_logits = [], []
+    for chunk in (0, 5):
+      fn = jax.jit(ts.make_gradient_fn(fmodel, objective, 1, logits_chunk=chunk))
+      logp = jax.jit(logprobs_lib.make_logprob_fn(fmodel, 1, logits_chunk=chunk))
+      out.append((fn(fmodel.params, fmodel.model_state, batch),
+                  np.asarray(logp(fmodel.params, fmodel.model_state, shared))))
+      rows, width = shared["input_ids"].shape
+      hlo = fn.lower(fmodel.params, fmodel.model_state, batch).as_text()
+      # The log-softmax's max over the vocabulary of every position at once.
+      whole_logits.append(re.search(
+          rf"applies stablehlo.maximum across dimensions = \[2\] : "
+          rf"\(tensor<{rows}x{width}x{rl_fixtures.VOCAB}xf32>", hlo) is not None)
+    self.assertEqual(whole_logits, [True, False])  # the chunked step never does it
+    ((loss0, grads0, _, _), logp0), ((loss1, grads1, _, _), logp1) = out
+    np.testing.assert_allclose(logp1, logp0, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(loss1, loss0, rtol=1e-5, atol=1e-7)
+    plain, _ = _batches(_rollouts(seed=3))
     scale = rl_fixtures.gradient_term_scale(fmodel, plain, config)
     rl_fixtures.assert_within_rounding(grads1, grads0, scale,
                                        rl_fixtures.family_reduction_length(family, plain))

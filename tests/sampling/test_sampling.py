@@ -292,9 +292,10 @@ class PureFunctionsTest(parameterized.TestCase):
     np.testing.assert_array_equal(keep(0.6, 2)[0], [0, 1, 0, 1])
 
   def test_buckets(self):
-    self.assertEqual([batch_bucket(b) for b in (1, 3, 8, 9, 17)], [1, 4, 8, 16, 32])
+    self.assertEqual([batch_bucket(b) for b in (1, 3, 8, 9, 17, 24, 25)],
+                     [1, 4, 8, 16, 24, 24, 32])
     self.assertEqual(batch_bucket(3, shards=8), 8)
-    self.assertEqual(batch_bucket(20, shards=6), 36)
+    self.assertEqual(batch_bucket(20, shards=6), 24)
     self.assertEqual([prompt_bucket(n, 64) for n in (0, 1, 9, 64, 65)], [0, 8, 16, 64, 128])
     self.assertEqual([prompt_bucket(n, 256) for n in (33, 65, 142, 200, 257)],
                      [64, 128, 192, 256, 512])
