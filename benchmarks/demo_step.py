@@ -83,7 +83,8 @@ def main() -> int:
   print(f"{'':<12}{'baseline s':>11}{'this s':>9}{'speed-up':>10}")
   for key in ("wall_s", "sft_step_s", *PHASES, "steady_step_s"):
     b, t = results["baseline"][key], results["this"][key]
-    print(f"{key:<12}{b:>11.2f}{t:>9.2f}{b / t:>9.2f}x")
+    ratio = f"{b / t:>9.2f}x" if b == b and t == t else f"{'-':>10}"  # nan: not counted
+    print(f"{key:<12}{b:>11.2f}{t:>9.2f}{ratio}")
   return 0
 
 

@@ -3,9 +3,9 @@
 JAX reports every backend compile to its monitoring listeners
 (`/jax/core/compile/backend_compile_duration`, one event a compiled program, cache
 misses only). The first `snapshot()` registers one listener for the process; `since`
-gives what was compiled after a snapshot. The RL rows carry it as `compiles` and
-`compile_s`, which tell a step that compiled a new shape (a decode bucket, an update
-width) from a steady one.
+gives what was compiled after a snapshot, by any thread of the process. The RL rows
+carry it as `compiles` and `compile_s`, which tell a step that compiled a new shape (a
+decode bucket, an update width) from a steady one.
 """
 
 from __future__ import annotations
