@@ -17,6 +17,7 @@ whose RL rows count their compiles (`compiles`, `base/compile_count.py`) also ge
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import pathlib
 import statistics
@@ -83,7 +84,7 @@ def main() -> int:
   print(f"{'':<12}{'baseline s':>11}{'this s':>9}{'speed-up':>10}")
   for key in ("wall_s", "sft_step_s", *PHASES, "steady_step_s"):
     b, t = results["baseline"][key], results["this"][key]
-    ratio = f"{b / t:>9.2f}x" if b == b and t == t else f"{'-':>10}"  # nan: not counted
+    ratio = f"{'-':>10}" if math.isnan(b) or math.isnan(t) else f"{b / t:>9.2f}x"
     print(f"{key:<12}{b:>11.2f}{t:>9.2f}{ratio}")
   return 0
 
