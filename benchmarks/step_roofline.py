@@ -4,7 +4,8 @@
         [--batch 8] [--length 448] [--rl_rows 16] [--prompt 96] [--new 256] [--reps 3]
         [--rl_max_len N] [--rl_lengths P:R,P:R,...] [--policy HF_DIR [--rounds 6]]
         [--sft_examples 128 --sft_group 0 --sft_bucket 64] [--no_rl] [--json OUT]
-        [--model_set FIELD=VALUE,...] [--sft_head_on_loss] [--baseline REF]
+        [--model_set FIELD=VALUE,...] [--sft_head_on_loss] [--rollout_dtype bfloat16]
+        [--baseline REF]
         [--baseline_env NAME=VALUE,...]
 
 For one config's model it times, in one process: the measured peak (a jitted float32
@@ -30,6 +31,9 @@ show it. `--model_set` overrides model fields of the config (for example
 baseline runs its config as it was). `--baseline_env` sets environment variables for the
 baseline's runs: `--baseline HEAD --baseline_env RCCA_ALLOCATOR=system` times the host
 allocator alone (this tree's runs re-execute with tcmalloc, `base/host_allocator.py`).
+`--rollout_dtype bfloat16` samples (prefill, decode, the policy's rounds) with the
+sampler's rounded copy (`rl.rollout_dtype`, this tree's runs only) and prints how far
+its log-probs of the decoded tokens lie from the float32 model's full forward.
 
 One line per phase: tokens computed (rows x padded length), XLA's flop count of the
 compiled program (cost analysis: it counts the body of a `lax.scan`, the layer stack,
@@ -76,6 +80,7 @@ from rcca_jax.rl import optim
 from rcca_jax.rl import sft as sft_lib
 from rcca_jax.rl import train_step
 from rcca_jax.sampling import generate
+from rcca_jax.sampling import sampler as sampler_lib
 from rcca_jax.train import programs as programs_lib
 from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import sections
@@ -267,6 +272,25 @@ def sft_steps(examples: list, batch_size: int, max_len: int, group: int,
   return out
 
 
+def rollout_gap(model: Any, sampler_model: Any, prompts: list, new: int) -> str:
+  """How far the sampler's log-probs of `new` decoded tokens per prompt (seed 0) lie
+  from `model`'s full forward over prompt + sample (one line)."""
+  out = generate(sampler_model, prompts, max_new_tokens=new, temperature=1.0, seed=0)
+  start = len(prompts[0]) - 1  # equal prompt lengths; logits at t predict token t + 1
+  forward = nnx.jit(lambda m, ids: jax.nn.log_softmax(
+      m(ids)[:, start:start + new].astype(jnp.float32)))
+  full = []
+  for i in range(0, len(prompts), 8):  # 8 rows of [T, vocab] log-probs at a time
+    ids = jnp.asarray([list(p) + out.tokens[i + j].tolist()
+                       for j, p in enumerate(prompts[i:i + 8])], jnp.int32)
+    full.append(np.take_along_axis(np.asarray(forward(model, ids)),
+                                   out.tokens[i:i + 8, :, None], -1)[..., 0])
+  full = np.concatenate(full)
+  gap = np.abs(full - out.logprobs)[np.arange(new)[None] < out.lengths[:, None]]
+  return (f"log-prob gap over {len(gap)} decoded tokens: mean {gap.mean():.2e}, "
+          f"99th percentile {np.quantile(gap, 0.99):.2e}, max {gap.max():.2e}")
+
+
 def sft_batch(rng: np.random.Generator, rows: int, length: int, vocab: int,
               prompt: int) -> dict[str, Any]:
   ids = rng.integers(3, vocab, (rows, length)).astype(np.int32)
@@ -315,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
                            "tree's runs only with --baseline)")
   parser.add_argument("--sft_head_on_loss", action="store_true",
                       help="sft.head_on_loss_positions for the examples' steps (this "
+                           "tree's runs only with --baseline)")
+  parser.add_argument("--rollout_dtype", default="",
+                      help="sample with `sampler.rollout_copy` in this dtype (this "
                            "tree's runs only with --baseline)")
   parser.add_argument("--json", default="")
   parser.add_argument("--baseline", default="",
@@ -395,10 +422,15 @@ def main(argv: list[str] | None = None) -> int:
 
   # Sampling: prefill and decode.
   prompts = [list(rng.integers(3, cfg.vocab_size, args.prompt)) for _ in range(args.rl_rows)]
+  sampler_model = (sampler_lib.rollout_copy(model, args.rollout_dtype) if args.rollout_dtype
+                   else model)
   def sample(n: int):
-    return generate(model, prompts, max_new_tokens=n, temperature=1.0,
-                                 seed=0).tokens
+    return generate(sampler_model, prompts, max_new_tokens=n, temperature=1.0,
+                    seed=0).tokens
   tokens_sampled = np.asarray(sample(args.new))
+  gap_note = (f"{args.rollout_dtype} sampler: {rollout_gap(model, sampler_model, prompts, args.new)}"
+              f"; float32 sampler: {rollout_gap(model, model, prompts, args.new)}"
+              if args.rollout_dtype else "")
   one = median_seconds(lambda: sample(1), args.reps)
   full = median_seconds(lambda: sample(args.new), args.reps)
   prefill_tokens = args.rl_rows * args.prompt
@@ -424,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.rounds_file) as f:
       spec = json.load(f)
     policy = llama_checkpoint.load(args.policy)
+    if args.rollout_dtype:
+      policy = sampler_lib.rollout_copy(policy, args.rollout_dtype)
     def sample_rounds():
       return [generate(policy, prompts, max_new_tokens=spec["max_new_tokens"],
                        temperature=1.0, seed=seed, eos_ids=[spec["eos_id"]])
@@ -492,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
         f" measured peak {peak:.1f} GFLOP/s (MLP shape), {peak_logits:.1f} (logits shape)")
   if trainer_note:
     print(trainer_note)
+  if gap_note:
+    print(gap_note)
   print(f"{'phase':<24}{'tokens':>8}{'XLA GFLOP':>11}{'GFLOP':>9}{'seconds':>9}"
         f"{'GFLOP/s':>9}{'of peak':>9}")
   for r in rows:
@@ -525,10 +561,11 @@ def compare(args: argparse.Namespace) -> int:
   own = [f"--{name}" if value is True else f"--{name}={value}"
          for name, value in vars(args).items()
          if name not in ("baseline", "baseline_env", "json", "model_set",
-                         "sft_head_on_loss")
+                         "sft_head_on_loss", "rollout_dtype")
          and value is not False]
   here = (([f"--model_set={args.model_set}"] if args.model_set else [])
-          + (["--sft_head_on_loss"] if args.sft_head_on_loss else []))
+          + (["--sft_head_on_loss"] if args.sft_head_on_loss else [])
+          + ([f"--rollout_dtype={args.rollout_dtype}"] if args.rollout_dtype else []))
   script = os.path.abspath(__file__)
   base_env = dict(item.split("=", 1) for item in filter(None, args.baseline_env.split(",")))
   try:

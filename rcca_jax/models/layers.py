@@ -29,6 +29,21 @@ def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
   return weight * x32.astype(x.dtype)
 
 
+def weight_product(x: jax.Array, weight: jax.Array, spec: str | None = None) -> jax.Array:
+  """x @ weight (`jnp.dot`, or `einsum(spec, x, weight)`) in x's dtype. A weight stored
+  narrower than x (bfloat16 under float32 compute: the sampler's `rl.rollout_dtype`
+  copy) multiplies in its own dtype, x rounded to it, the products summed in x's
+  dtype; otherwise it is cast to x's dtype. A bfloat16 product is exact in float32,
+  so the two differ by the rounding of x (and the order of the sums)."""
+  if jnp.finfo(weight.dtype).bits < jnp.finfo(x.dtype).bits:
+    x, kwargs = x.astype(weight.dtype), {"preferred_element_type": x.dtype}
+  else:
+    weight, kwargs = weight.astype(x.dtype), {}
+  if spec is None:
+    return jnp.dot(x, weight, **kwargs)
+  return jnp.einsum(spec, x, weight, **kwargs)
+
+
 def checkpointed_chunks(fn: Callable[..., Any], arrays: Sequence[jax.Array],
                         chunk: int) -> Any:
   """`fn` on `chunk` positions of [B, T, ...] arrays at a time (T divisible by chunk).
@@ -71,7 +86,7 @@ class Linear(nnx.Module):
     self.bias = param(jnp.zeros((dout,), param_dtype), axes[1:]) if use_bias else None
 
   def __call__(self, x: jax.Array) -> jax.Array:
-    y = jnp.dot(x, self.kernel[...].astype(x.dtype))
+    y = weight_product(x, self.kernel[...])
     if self.bias is not None:
       y = y + self.bias[...].astype(y.dtype)
     return y

@@ -28,7 +28,7 @@ from flax import nnx
 
 from rcca_jax.models import flash_attention
 from rcca_jax.models.kda_ops import causal_conv1d
-from rcca_jax.models.layers import MLP, Embed, Linear, RMSNorm
+from rcca_jax.models.layers import MLP, Embed, Linear, RMSNorm, weight_product
 from rcca_jax.models.llama_config import LlamaConfig, default_inv_freq, static_inv_freq
 from rcca_jax.parallel.partitioning import LOGICAL_AXES, constrain, param
 
@@ -399,8 +399,7 @@ class LlamaForCausalLM(nnx.Module):
   def project_logits(self, hidden: jax.Array) -> jax.Array:
     """Logits [B, T, V] of final (normed) hidden states [B, T, D]."""
     if self.lm_head is None:
-      table = self.embed_tokens.embedding[...].astype(hidden.dtype)
-      logits = jnp.einsum("btd,vd->btv", hidden, table)
+      logits = weight_product(hidden, self.embed_tokens.embedding[...], "btd,vd->btv")
     else:
       logits = self.lm_head(hidden)
     return constrain(logits, ("batch", "length", "act_vocab"))

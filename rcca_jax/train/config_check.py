@@ -42,6 +42,7 @@ from rcca_jax.models.llama_config import LlamaConfig
 from rcca_jax.parallel import mesh as mesh_lib
 from rcca_jax.parallel import partitioning
 from rcca_jax.rl import objective
+from rcca_jax.sampling.sampler import ROLLOUT_DTYPES
 from rcca_jax.train import flat_groups
 from rcca_jax.train import sections
 
@@ -329,6 +330,12 @@ def _check_scale(c: _Collector, num_processes: int) -> None:
   elif overlap and c.get("rl.recompute_old_logprobs"):
     c.add("rl.overlap_steps=1 with rl.recompute_old_logprobs=True: overlapped rollouts "
           "come from the previous policy, whose log-probs only the sampler has")
+  rollout_dtype = c.get("rl.rollout_dtype")
+  if rollout_dtype not in ROLLOUT_DTYPES:
+    c.add(f"rl.rollout_dtype={rollout_dtype!r} must be one of {ROLLOUT_DTYPES}")
+  elif rollout_dtype and not c.get("rl.recompute_old_logprobs"):
+    c.add(f"rl.rollout_dtype={rollout_dtype!r} needs rl.recompute_old_logprobs=True: the "
+          "sampler's log-probs are the rounded weights', not the policy's")
   backend = c.get("eval.backend")
   if backend not in BACKENDS:
     c.add(f"eval.backend={backend!r} must be one of {BACKENDS}")

@@ -159,7 +159,8 @@ class Programs:
       weights = multihost.local_copy(weights, self.fmodel.shardings(self.sample_mesh))
     model = self.fmodel.merge(*weights)
     if self._sampler is None:
-      self._sampler = JaxSampler(model, mesh=self.sample_mesh, pad_id=self.pad_id)
+      self._sampler = JaxSampler(model, mesh=self.sample_mesh, pad_id=self.pad_id,
+                                 rollout_dtype=self.job.rl.rollout_dtype)
     else:
       self._sampler.update_weights(model)
     return self._sampler

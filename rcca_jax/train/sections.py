@@ -224,6 +224,10 @@ class RlSection:
   num_iterations: int = 1       # passes over each rollout batch
   mini_batches: int = 1         # optimizer updates per pass (whole groups each)
   recompute_old_logprobs: bool = False  # old log-probs recomputed, not the sampler's
+  # The sampler's copy of the matmul weights in this dtype ("": the policy's own;
+  # "bfloat16": products in bfloat16, sums and all else in the compute dtype, faster
+  # decode on CPUs with bfloat16 dot instructions; needs recompute_old_logprobs).
+  rollout_dtype: str = ""
   reference: str = ""           # KL reference (rl.loss.kl_beta > 0): "" = the SFT result
   overlap_steps: int = 0        # 1: sample step n+1 while step n is graded (train/overlap.py)
   # Groups without a reward difference (train/flat_groups.py): up to this many more

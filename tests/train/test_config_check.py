@@ -119,6 +119,17 @@ class ConfigCheckTest(absltest.TestCase):
     self.assertIn("rl.overlap_steps=1 with rl.recompute_old_logprobs=True",
                   "\n".join(config_check.problems(config, num_devices=1)))
     config.rl.recompute_old_logprobs = False
+    config.rl.overlap_steps = 0
+    config.rl.rollout_dtype = "bfloat16"
+    self.assertIn("rl.rollout_dtype='bfloat16' needs rl.recompute_old_logprobs=True",
+                  "\n".join(config_check.problems(config, num_devices=1)))
+    config.rl.rollout_dtype = "float16"
+    self.assertIn("rl.rollout_dtype='float16' must be one of ('', 'bfloat16')",
+                  "\n".join(config_check.problems(config, num_devices=1)))
+    config.rl.rollout_dtype, config.rl.recompute_old_logprobs = "bfloat16", True
+    self.assertEqual(config_check.problems(config, num_devices=1), [])
+    config.rl.rollout_dtype, config.rl.recompute_old_logprobs = "", False
+    config.rl.overlap_steps = 1
     config.eval.backend, config.eval.ray_address = "ray", "ray://head:10001"
     self.assertEqual(config_check.problems(config, num_devices=4, num_processes=2), [])
 

@@ -54,6 +54,25 @@ class TrainerSeamsTest(absltest.TestCase):
     self.assertEqual([r["step"] for r in rl], [1, 2, 3])
     self.assertEqual(rl[:2], [r for r in rows if r["stage"] == "rl"])
 
+  def test_bfloat16_rollouts_are_scored_with_the_policys_weights(self):
+    # `rl.rollout_dtype`: the sampler's copy rounds the matmul weights, the trainer
+    # recomputes the old log-probs with the float32 policy; the gap between the two is
+    # the rounding's (the float32 sampler's is float32 rounding, under 1e-5).
+    gaps = {}
+    for dtype in ("", "bfloat16"):
+      config = trainer_config()
+      config.rl.update(num_steps=1, rollout_dtype=dtype)
+      with mock.patch.object(programs_lib, "JaxSampler",
+                             wraps=programs_lib.JaxSampler) as built:
+        with trainer_lib.Trainer(config, self.create_tempdir().full_path,
+                                 grader=FakeGrader()) as trainer:
+          trainer.train()
+          rl = [r for r in trainer.metrics.rows() if r["stage"] == "rl"]
+      self.assertEqual(built.call_args.kwargs["rollout_dtype"], dtype)
+      gaps[dtype] = rl[0]["sampler_logprob_gap"]
+    self.assertLess(gaps[""], 1e-5)
+    self.assertGreater(gaps["bfloat16"], 1e-4)
+
 
 if __name__ == "__main__":
   absltest.main()
