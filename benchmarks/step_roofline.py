@@ -272,10 +272,10 @@ def sft_steps(examples: list, batch_size: int, max_len: int, group: int,
   return out
 
 
-def rollout_gap(model: Any, sampler_model: Any, prompts: list, new: int) -> str:
-  """How far the sampler's log-probs of `new` decoded tokens per prompt (seed 0) lie
-  from `model`'s full forward over prompt + sample (one line)."""
-  out = generate(sampler_model, prompts, max_new_tokens=new, temperature=1.0, seed=0)
+def rollout_gap(model: Any, prompts: list, out: Any) -> str:
+  """How far a sampler's log-probs of its decoded tokens (`out`, `generate`'s output for
+  `prompts`) lie from `model`'s full forward over prompt + sample (one line)."""
+  new = out.tokens.shape[1]
   start = len(prompts[0]) - 1  # equal prompt lengths; logits at t predict token t + 1
   forward = nnx.jit(lambda m, ids: jax.nn.log_softmax(
       m(ids)[:, start:start + new].astype(jnp.float32)))
@@ -424,12 +424,12 @@ def main(argv: list[str] | None = None) -> int:
   prompts = [list(rng.integers(3, cfg.vocab_size, args.prompt)) for _ in range(args.rl_rows)]
   sampler_model = (sampler_lib.rollout_copy(model, args.rollout_dtype) if args.rollout_dtype
                    else model)
-  def sample(n: int):
-    return generate(sampler_model, prompts, max_new_tokens=n, temperature=1.0,
-                    seed=0).tokens
-  tokens_sampled = np.asarray(sample(args.new))
-  gap_note = (f"{args.rollout_dtype} sampler: {rollout_gap(model, sampler_model, prompts, args.new)}"
-              f"; float32 sampler: {rollout_gap(model, model, prompts, args.new)}"
+  def sample(n: int, sampler_model=sampler_model):
+    return generate(sampler_model, prompts, max_new_tokens=n, temperature=1.0, seed=0)
+  first = sample(args.new)
+  tokens_sampled = np.asarray(first.tokens)
+  gap_note = (f"{args.rollout_dtype} sampler: {rollout_gap(model, prompts, first)}; "
+              f"float32 sampler: {rollout_gap(model, prompts, sample(args.new, model))}"
               if args.rollout_dtype else "")
   one = median_seconds(lambda: sample(1), args.reps)
   full = median_seconds(lambda: sample(args.new), args.reps)
