@@ -743,9 +743,21 @@ def summary_lines(summary: Mapping[str, Any]) -> dict[int, dict]:
   return lines
 
 
-def output_dir(path: str) -> str:
-  """The output directory of a `--join` path: itself, or the folder of its summary.json."""
-  return os.path.dirname(path) if path.endswith(".json") else path
+def join_meta(path: str) -> dict[str, Any]:
+  """The meta of a `--join` path: a directory's `meta.json`; for a committed summary
+  `DIR/summarySUFFIX.json`, `DIR/metaSUFFIX.json` beside it (a relabelled summary has
+  its own meta) with the summary's own arms (a merged summary holds more arms than
+  the meta of its last invocation)."""
+  if not path.endswith(".json"):
+    return read_meta(path)
+  folder, name = os.path.split(path)
+  if not (name.startswith("summary") and name.endswith(".json")):
+    raise ValueError(f"--join: {path} is not a summary*.json")
+  with open(os.path.join(folder, "meta" + name[len("summary"):]), encoding="utf-8") as f:
+    meta = json.load(f)
+  with open(path, encoding="utf-8") as f:
+    meta["arms"] = json.load(f)["arms"]
+  return meta
 
 
 def joined_output(path: str) -> dict[int, dict]:
@@ -881,7 +893,7 @@ def define_flags() -> None:
   flags.DEFINE_list("join", [], "Other outputs of this checkpoint (other batches) whose "
                     "lines join this one's in the statistics, on the arms all measure "
                     "(`join_lines`): directories, or a committed result's summary.json "
-                    "(its meta.json beside it; `summary_lines`).")
+                    "(its meta beside it, `join_meta`; `summary_lines`).")
   flags.mark_flags_as_required(["config", "checkpoint", "out"])
 
 
@@ -926,7 +938,7 @@ def main(argv: Sequence[str]) -> None:
                          [read_lines(os.path.join(d, "pairs.jsonl")) for d in f.merge])
     lines = [joined[s] for s in steps if s in joined]
   if f.join:
-    metas = [read_meta(output_dir(d)) for d in f.join]
+    metas = [join_meta(d) for d in f.join]
     mine = read_meta(f.out)
     if any((m["checkpoint"], m.get("layout")) != (checkpoint, mine.get("layout"))
            for m in metas):

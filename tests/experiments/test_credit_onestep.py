@@ -172,6 +172,21 @@ class StatisticsTest(absltest.TestCase):
       json.dump(summary, f)
     self.assertEqual(onestep.joined_output(path), back)
 
+  def test_a_summarys_meta_is_its_namesakes_with_the_summarys_arms(self):
+    folder = self.create_tempdir().full_path
+    layout = {"locator": "exact, else window"}
+    for suffix, arms in (("", ["grpo"]), ("_window", ["grpo", "rcca_focus"])):
+      with open(os.path.join(folder, f"meta{suffix}.json"), "w", encoding="utf-8") as f:
+        json.dump({"checkpoint": "ckpt", "arms": ["grpo"], "layout": layout | {"s": suffix}}, f)
+      with open(os.path.join(folder, f"summary{suffix}.json"), "w", encoding="utf-8") as f:
+        json.dump({"arms": arms}, f)
+    meta = onestep.join_meta(os.path.join(folder, "summary_window.json"))
+    self.assertEqual(meta["layout"]["s"], "_window")
+    self.assertEqual(meta["arms"], ["grpo", "rcca_focus"])
+    self.assertEqual(onestep.join_meta(folder)["arms"], ["grpo"])
+    with self.assertRaisesRegex(ValueError, "not a summary"):
+      onestep.join_meta(os.path.join(folder, "meta.json"))
+
   def test_property_shares_sum_the_batches_counts(self):
     got = onestep.property_shares([{"tokens": 10, "responses": 2, "fix": 0.5,
                                     "fix_pairs": 1},
