@@ -743,30 +743,23 @@ def summary_lines(summary: Mapping[str, Any]) -> dict[int, dict]:
   return lines
 
 
-def join_meta(path: str) -> dict[str, Any]:
-  """The meta of a `--join` path: a directory's `meta.json`; for a committed summary
-  `DIR/summarySUFFIX.json`, `DIR/metaSUFFIX.json` beside it (a relabelled summary has
-  its own meta) with the summary's own arms (a merged summary holds more arms than
-  the meta of its last invocation)."""
+def joined_output(path: str) -> tuple[dict[str, Any], dict[int, dict]]:
+  """The meta and lines (step -> line) of a `--join` path: a directory's `meta.json`
+  and `pairs.jsonl`; for a committed summary `DIR/summarySUFFIX.json`, the
+  `DIR/metaSUFFIX.json` beside it (a relabelled summary has its own) with the summary's
+  own arms (a merged summary holds more arms than its last invocation's meta), and
+  `summary_lines` of the summary."""
   if not path.endswith(".json"):
-    return read_meta(path)
+    return read_meta(path), read_lines(os.path.join(path, "pairs.jsonl"))
   folder, name = os.path.split(path)
-  if not (name.startswith("summary") and name.endswith(".json")):
+  if not name.startswith("summary"):
     raise ValueError(f"--join: {path} is not a summary*.json")
   with open(os.path.join(folder, "meta" + name[len("summary"):]), encoding="utf-8") as f:
     meta = json.load(f)
   with open(path, encoding="utf-8") as f:
-    meta["arms"] = json.load(f)["arms"]
-  return meta
-
-
-def joined_output(path: str) -> dict[int, dict]:
-  """The lines of a `--join` output: a directory's `pairs.jsonl`, or, where `path` is
-  its `summary.json` (a committed result), `summary_lines` of it."""
-  if path.endswith(".json"):
-    with open(path, encoding="utf-8") as f:
-      return summary_lines(json.load(f))
-  return read_lines(os.path.join(path, "pairs.jsonl"))
+    summary = json.load(f)
+  meta["arms"] = summary["arms"]
+  return meta, summary_lines(summary)
 
 
 # How far two measurements' margins before the update may differ and still be of one
@@ -893,7 +886,7 @@ def define_flags() -> None:
   flags.DEFINE_list("join", [], "Other outputs of this checkpoint (other batches) whose "
                     "lines join this one's in the statistics, on the arms all measure "
                     "(`join_lines`): directories, or a committed result's summary.json "
-                    "(its meta beside it, `join_meta`; `summary_lines`).")
+                    "(its meta beside it; `joined_output`).")
   flags.mark_flags_as_required(["config", "checkpoint", "out"])
 
 
@@ -938,15 +931,14 @@ def main(argv: Sequence[str]) -> None:
                          [read_lines(os.path.join(d, "pairs.jsonl")) for d in f.merge])
     lines = [joined[s] for s in steps if s in joined]
   if f.join:
-    metas = [join_meta(d) for d in f.join]
+    metas, others = zip(*[joined_output(d) for d in f.join])
     mine = read_meta(f.out)
     if any((m["checkpoint"], m.get("layout")) != (checkpoint, mine.get("layout"))
            for m in metas):
       raise app.UsageError(f"--join: {f.join} do not all measure {checkpoint} with "
                            f"this output's layout {mine.get('layout')}")
     names = [a for a in names if all(a in m["arms"] for m in metas)]
-    lines = list(join_lines({line["step"]: line for line in lines},
-                            [joined_output(d) for d in f.join]).values())
+    lines = list(join_lines({line["step"]: line for line in lines}, others).values())
   summary = summarize(lines, names, reps=f.bootstrap, seed=0, auc_steps=auc_steps_mean(config),
                       setting=f.setting,
                       info={"checkpoint": checkpoint,

@@ -167,10 +167,13 @@ class StatisticsTest(absltest.TestCase):
     again = onestep.summarize(list(back.values()), arms, reps=100, seed=0, auc_steps=18.0)
     self.assertEqual(again["differences"], summary["differences"])
     self.assertEqual(again["measure_s"], summary["measure_s"])
-    path = os.path.join(self.create_tempdir().full_path, "summary.json")
+    folder = self.create_tempdir().full_path
+    path = os.path.join(folder, "summary.json")
     with open(path, "w", encoding="utf-8") as f:
       json.dump(summary, f)
-    self.assertEqual(onestep.joined_output(path), back)
+    with open(os.path.join(folder, "meta.json"), "w", encoding="utf-8") as f:
+      json.dump({"checkpoint": "ckpt", "arms": arms[:1]}, f)
+    self.assertEqual(onestep.joined_output(path), ({"checkpoint": "ckpt", "arms": arms}, back))
 
   def test_a_summarys_meta_is_its_namesakes_with_the_summarys_arms(self):
     folder = self.create_tempdir().full_path
@@ -179,13 +182,15 @@ class StatisticsTest(absltest.TestCase):
       with open(os.path.join(folder, f"meta{suffix}.json"), "w", encoding="utf-8") as f:
         json.dump({"checkpoint": "ckpt", "arms": ["grpo"], "layout": layout | {"s": suffix}}, f)
       with open(os.path.join(folder, f"summary{suffix}.json"), "w", encoding="utf-8") as f:
-        json.dump({"arms": arms}, f)
-    meta = onestep.join_meta(os.path.join(folder, "summary_window.json"))
+        json.dump({"arms": arms, "steps": [], "measure_s": 0.0, "pairs": [], "updates": []}, f)
+    meta, lines = onestep.joined_output(os.path.join(folder, "summary_window.json"))
     self.assertEqual(meta["layout"]["s"], "_window")
     self.assertEqual(meta["arms"], ["grpo", "rcca_focus"])
-    self.assertEqual(onestep.join_meta(folder)["arms"], ["grpo"])
+    self.assertEqual(lines, {})
+    self.assertEqual(onestep.joined_output(folder), ({"checkpoint": "ckpt", "arms": ["grpo"],
+                                                      "layout": layout | {"s": ""}}, {}))
     with self.assertRaisesRegex(ValueError, "not a summary"):
-      onestep.join_meta(os.path.join(folder, "meta.json"))
+      onestep.joined_output(os.path.join(folder, "meta.json"))
 
   def test_property_shares_sum_the_batches_counts(self):
     got = onestep.property_shares([{"tokens": 10, "responses": 2, "fix": 0.5,
