@@ -39,12 +39,9 @@ combination of the task's sites, else site by site in each site's neighbourhood
 hides its bugs; sites with noise in their neighbourhood count for neither). Outputs
 measured before this locator are rewritten by `--relabel` (margins untouched).
 
-Statistics: pooled means over (batch, site) pairs; paired differences between arms on
-the same pairs; 95% percentile bootstrap intervals that resample batches (the
-independent units: a batch's sites share its update). Differences: focus − placebo,
-every other arm X − X_placebo present (the location contrasts of credit study 3's grid,
-experiments/credit_study3.py) and every arm − grpo, at blamed, unblamed and all sites,
-in margin and in p_bug.
+Statistics and resolution (`credit_onestep_stats`): pooled means over (batch, site)
+pairs, paired differences between arms on the same pairs, 95% bootstrap intervals that
+resample batches; focus − placebo's half-width is the resolution.
 
 `--setting` names a setting of any config with `settings` (credit study 2's s1_0 / s3_4,
 credit study 3's low_overlap / long / multi_bug, ...); `--arms=setting` measures the
@@ -66,14 +63,10 @@ well, so a study goes on where its `pairs.jsonl` is gone (another machine). Batc
 are sampled, saved and measured `--chunk` at a time, so a stopped run loses at most one
 chunk's sampling.
 
-Resolution: the half-width of focus − placebo's interval. For study 2's scale, the
-all-sites Δp_bug half-width is multiplied by the mean RL step of study 2's evaluations
-(18 for evaluations every 3 steps to 36): the AUC difference that a constant per-step
-effect would build up if it added linearly, an extrapolation, not a measurement.
-
 Outputs in `--out`: `pairs.jsonl` (one line per measured batch; a rerun with the same
 checkpoint and arms measures only the batches missing), `summary.json` (every pair's
-raw before/after values, so `recompute` rebuilds every number) and the printed table.
+raw before/after values, so `credit_onestep_stats.recompute` rebuilds every number)
+and the printed table; how outputs join: `credit_onestep_lines`.
 
 What one update is: AdamW's first step from fresh moments moves every parameter by
 about the learning rate along the sign of its (clipped) gradient, so the instrument sees
@@ -102,7 +95,6 @@ import dataclasses
 import difflib
 import json
 import os
-import re
 import tempfile
 import time
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -115,6 +107,8 @@ from absl import flags
 from ml_collections import config_flags
 
 from benchmarks import credit_mechanism
+from experiments import credit_onestep_lines as onestep_lines
+from experiments import credit_onestep_stats as onestep_stats
 from rcca_jax.base import host_allocator
 from rcca_jax.credit import blame as blame_lib
 from rcca_jax.credit import sites as sites_lib
@@ -124,19 +118,8 @@ from rcca_jax.study import ablation
 from rcca_jax.study import sweep
 from rcca_jax.train import rollouts as rollouts_lib
 from rcca_jax.train import sections
-from rcca_jax.train import site_metrics
 
 ARMS = "grpo,grpo_neg_const,rcca,rcca_focus,rcca_focus_placebo"
-FOCUS, PLACEBO, BASELINE = "rcca_focus", "rcca_focus_placebo", "grpo"
-# The placebo averaged over its independent layouts (PLACEBO and PLACEBO_dK measured).
-PLACEBO_MEAN = PLACEBO + "_mean"
-CATEGORIES = ("blamed", "unblamed", "all")
-MEASURES = ("margin", "p_bug")
-# Credit study 2 (its README, 5 seeds): focus − placebo's Δ AUC p_bug (head to head)
-# and focus − grpo's, the effect its resolution is compared with.
-STUDY2 = {"s1_0": {"mean": -0.006, "interval": [-0.035, 0.028], "focus_grpo": -0.095},
-          "s3_4": {"mean": -0.007, "interval": [-0.024, 0.013], "focus_grpo": -0.059}}
-
 SiteKey = tuple[str, str]  # (task id, site name)
 
 
@@ -278,7 +261,7 @@ def relabel(config: Any, out: str, batches_dir: str, checkpoint: str) -> list[di
   `pairs.before_relabel.jsonl`. The exact locator's counts must equal the old ones
   (the same batches, the same blame), else ValueError. Returns the new lines."""
   path = os.path.join(out, "pairs.jsonl")
-  lines = read_lines(path)
+  lines = onestep_lines.read_lines(path)
   steps = sorted(lines)
   batches = credit_mechanism.load_batches(batches_dir, steps, checkpoint)
   job = sections.job_config(config)
@@ -296,7 +279,7 @@ def relabel(config: Any, out: str, batches_dir: str, checkpoint: str) -> list[di
   with open(path, "w", encoding="utf-8") as f:
     for step in steps:
       f.write(json.dumps(lines[step]) + "\n")
-  meta = read_meta(out)
+  meta = onestep_lines.read_meta(out)
   meta.setdefault("layout", {})["locator"] = LOCATOR
   with open(os.path.join(out, "meta.json"), "w", encoding="utf-8") as f:
     json.dump(meta, f, indent=1)
@@ -383,30 +366,6 @@ def batch_properties(rollouts: Sequence[Any], group_size: int,
   return dict(c)
 
 
-PROPERTY_SHARES = {  # share: (numerator, denominator) of `batch_properties`' counts
-    "response_tokens": ("tokens", "responses"),
-    "located": ("located", "responses"),
-    "failed_blamed_token_share": ("failed_blamed_tokens", "failed_tokens"),
-    "bug_token_share": ("bug_tokens", "failed_with_bug_tokens"),
-    "positive_clean": ("positive_clean", "positive"),
-    "groups_without_clean": ("groups_without_clean", "groups_with_signal"),
-    "fix": ("fix", "fix_pairs"),
-    "fix_same_place": ("fix_same_place", "fix_pairs"),
-    "token_overlap": ("token_overlap", "overlap_pairs"),
-}
-
-
-def property_shares(counts: Iterable[Mapping[str, float]]) -> dict[str, Any]:
-  """The batches' `batch_properties` summed, and each share of `PROPERTY_SHARES` (None
-  where its denominator is 0)."""
-  total: collections.Counter = collections.Counter()
-  for one in counts:
-    total.update(one)
-  shares = {k: (total[a] / total[b] if total[b] else None)
-            for k, (a, b) in PROPERTY_SHARES.items()}
-  return {"shares": shares, "counts": dict(total)}
-
-
 # ---- measurement ---------------------------------------------------------------------
 
 def measure_batch(trainer: Any, state: Any, rollouts: Sequence[Any], step: int,
@@ -457,98 +416,6 @@ def measure(trainer: Any, state: Any, batches: Sequence[Sequence[Any]],
   return [done[s] for s in steps]
 
 
-# ---- statistics ----------------------------------------------------------------------
-
-def in_category(pair: Mapping[str, Any], category: str) -> bool:
-  return category == "all" or pair["blamed"] == (category == "blamed")
-
-
-def draws_of(arm: str, arms: Iterable[str]) -> list[str]:
-  """The measured arms that `arm` stands for: X_mean is X and its draws X_dK present in
-  `arms`; any other name is itself."""
-  if not arm.endswith("_mean"):
-    return [arm]
-  base = arm[:-len("_mean")]
-  return [base] + sorted((a for a in arms if re.fullmatch(re.escape(base) + r"_d\d+", a)),
-                         key=lambda a: int(a.rsplit("_d", 1)[1]))
-
-
-def changes(pairs: Sequence[Mapping[str, Any]], arm: str, what: str) -> np.ndarray:
-  """Per pair, the arm's Δmargin (`what` "margin") or Δp_bug ("p_bug"); for X_mean the
-  mean of the changes of X and its draws (`draws_of`)."""
-  if pairs and arm.endswith("_mean"):
-    members = draws_of(arm, pairs[0]["after"])
-    return np.mean([changes(pairs, m, what) for m in members], axis=0)
-  before = np.asarray([p["before"] for p in pairs], np.float64)
-  after = np.asarray([p["after"][arm] for p in pairs], np.float64)
-  if what == "margin":
-    return after - before
-  return p_bugs(after) - p_bugs(before)
-
-
-def p_bugs(margins: np.ndarray) -> np.ndarray:
-  """sigmoid of each margin: the site's p_bug (`site_metrics.p_bug`)."""
-  return np.asarray([site_metrics.p_bug(m, 0.0) for m in margins], np.float64)
-
-
-def cluster_stat(values: np.ndarray, clusters: Sequence[int], *, reps: int, seed: int,
-                 level: float = 0.95) -> dict[str, Any]:
-  """Pooled mean of `values` and its percentile bootstrap interval, resampling the
-  clusters (batches) with replacement; also the half-width and the counts."""
-  if len(values) == 0:
-    return {"mean": None, "interval": [None, None], "half_width": None, "pairs": 0,
-            "batches": 0}
-  ids = sorted(set(clusters))
-  index = np.searchsorted(ids, clusters)
-  sums = np.bincount(index, weights=values, minlength=len(ids))
-  counts = np.bincount(index, minlength=len(ids)).astype(np.float64)
-  draw = np.random.default_rng(seed).integers(0, len(ids), (reps, len(ids)))
-  means = sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
-  lo, hi = (float(q) for q in np.quantile(means, [(1 - level) / 2, (1 + level) / 2]))
-  return {"mean": float(values.sum() / len(values)), "interval": [lo, hi],
-          "half_width": (hi - lo) / 2, "pairs": len(values), "batches": len(ids)}
-
-
-def arm_stat(pairs: Sequence[Mapping[str, Any]], arm: str, base: Optional[str],
-             category: str, what: str, *, reps: int, seed: int) -> dict[str, Any]:
-  """`cluster_stat` of the arm's change (minus `base`'s on the same pair, if given)
-  over the pairs of `category`."""
-  chosen = [p for p in pairs if in_category(p, category)]
-  values = changes(chosen, arm, what)
-  if base is not None:
-    values = values - changes(chosen, base, what)
-  return cluster_stat(values, [p["step"] for p in chosen], reps=reps, seed=seed)
-
-
-def comparisons(arms: Sequence[str]) -> list[tuple[str, str]]:
-  """focus − placebo (both present) and, with placebo draws, focus − their mean
-  (`PLACEBO_MEAN`), then every other arm X − X_placebo (both present, in the order of
-  `arms`: the location contrasts), then every measured arm − grpo (present; the draws
-  only as their mean)."""
-  out = [(FOCUS, PLACEBO)] if FOCUS in arms and PLACEBO in arms else []
-  draws = len(draws_of(PLACEBO_MEAN, arms)) > 1
-  if out and draws:
-    out.append((FOCUS, PLACEBO_MEAN))
-  out += [(a, a + "_placebo") for a in arms
-          if a != FOCUS and a + "_placebo" in arms]
-  if BASELINE in arms:
-    own = [a for a in arms if a != BASELINE and not re.search(r"_d\d+$", a)]
-    out += [(a, BASELINE) for a in own + ([PLACEBO_MEAN] if out and draws else [])]
-  return out
-
-
-def statistics(pairs: Sequence[Mapping[str, Any]], arms: Sequence[str], *, reps: int,
-               seed: int) -> dict[str, Any]:
-  """Per-arm means and the paired differences of `comparisons`, every category and
-  measure."""
-  def block(arm: str, base: Optional[str]) -> dict[str, Any]:
-    return {c: {w: arm_stat(pairs, arm, base, c, w, reps=reps, seed=seed)
-                for w in MEASURES} for c in CATEGORIES}
-  return {"arm_means": {a: block(a, None) for a in arms},
-          "differences": [{"arm": a, "against": b, **block(a, b)}
-                          for a, b in comparisons(arms)]}
-
-
 def auc_steps_mean(config: Any) -> float:
   """The mean RL step of a run's dev evaluations (post-SFT as step 0, then every
   `eval.every_rl_steps` to `rl.num_steps`): what a constant per-step change is
@@ -556,148 +423,7 @@ def auc_steps_mean(config: Any) -> float:
   every = max(int(config.eval.every_rl_steps), 1)
   return float(np.mean(np.arange(0, config.rl.num_steps + 1, every)))
 
-
-def find_difference(stats: Mapping[str, Any], arm: str, against: str
-                    ) -> Optional[dict[str, Any]]:
-  found = [d for d in stats["differences"] if (d["arm"], d["against"]) == (arm, against)]
-  return found[0] if found else None
-
-
-def resolution(stats: Mapping[str, Any], auc_steps: float, setting: str
-               ) -> Optional[dict[str, Any]]:
-  """focus − placebo's half-widths, their study-2 scale (`auc_equivalent`) and, unit
-  free, as a share of |focus − grpo| in p_bug at all sites (`relative`) and at blamed
-  sites (`relative_blamed`), beside study 2's own (None without focus and placebo)."""
-  d = find_difference(stats, FOCUS, PLACEBO)
-  if d is None:
-    return None
-  all_p = d["all"]["p_bug"]["half_width"]
-  effect = find_difference(stats, FOCUS, BASELINE)
-  scale = effect and effect["all"]["p_bug"]["mean"]
-  blamed_p = d["blamed"]["p_bug"]["half_width"]
-  blamed_scale = effect and effect["blamed"]["p_bug"]["mean"]
-  out = {"blamed_margin": d["blamed"]["margin"]["half_width"],
-         "blamed_p_bug": d["blamed"]["p_bug"]["half_width"],
-         "all_p_bug": all_p, "auc_steps_mean": auc_steps,
-         "auc_equivalent": None if all_p is None else all_p * auc_steps,
-         "relative": all_p / abs(scale) if all_p is not None and scale else None,
-         "relative_blamed": (blamed_p / abs(blamed_scale)
-                             if blamed_p is not None and blamed_scale else None)}
-  mean = find_difference(stats, FOCUS, PLACEBO_MEAN)
-  if mean is not None:
-    all_mean = mean["all"]["p_bug"]["half_width"]
-    out["placebo_mean"] = {
-        "draws": len(draws_of(PLACEBO_MEAN, stats["arm_means"])),
-        "blamed_margin": mean["blamed"]["margin"]["half_width"],
-        "blamed_p_bug": mean["blamed"]["p_bug"]["half_width"], "all_p_bug": all_mean,
-        "relative": all_mean / abs(scale) if all_mean is not None and scale else None}
-  if setting in STUDY2:
-    s = STUDY2[setting]
-    half = (s["interval"][1] - s["interval"][0]) / 2
-    out["study2"] = {"setting": setting, **s, "half_width": half,
-                     "relative": half / abs(s["focus_grpo"])}
-  return out
-
-
-def summarize(lines: Sequence[Mapping[str, Any]], arms: Sequence[str], *, reps: int,
-              seed: int, auc_steps: float, setting: str = "",
-              info: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
-  """The summary: `info`, the raw pairs and update metrics, counts, statistics and
-  resolution."""
-  pairs = [p for line in lines for p in line["pairs"]]
-  stats = statistics(pairs, arms, reps=reps, seed=seed)
-  return {**dict(info or {}), "setting": setting, "arms": list(arms),
-          "auc_steps_mean": auc_steps,
-          "steps": [line["step"] for line in lines],
-          "bootstrap": {"reps": reps, "seed": seed, "level": 0.95, "unit": "batch"},
-          "counts": {"batches": len(lines), "pairs": len(pairs),
-                     "blamed": sum(p["blamed"] for p in pairs),
-                     "unblamed": sum(not p["blamed"] for p in pairs)},
-          **stats, "resolution": resolution(stats, auc_steps, setting),
-          "properties": property_shares(line["properties"] for line in lines
-                                        if "properties" in line),
-          "measure_s": sum(line["measure_s"] for line in lines),
-          "updates": [{"step": line["step"], **line["updates"]} for line in lines],
-          "pairs": pairs}
-
-
-def recompute(summary: Mapping[str, Any]) -> dict[str, Any]:
-  """Statistics and resolution rebuilt from the summary's raw pairs alone."""
-  b = summary["bootstrap"]
-  stats = statistics(summary["pairs"], summary["arms"], reps=b["reps"], seed=b["seed"])
-  return {**stats, "resolution": resolution(stats, summary["auc_steps_mean"],
-                                            summary["setting"])}
-
-
-# ---- report --------------------------------------------------------------------------
-
-def cell(stat: Mapping[str, Any], digits: int = 4) -> str:
-  if stat["mean"] is None:
-    return "-"
-  lo, hi = stat["interval"]
-  return f"{stat['mean']:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
-
-
-def table(summary: Mapping[str, Any]) -> str:
-  """The printed report: counts, per-arm means, differences and resolution."""
-  c = summary["counts"]
-  lines = [f"one update per arm on {c['batches']} batches: {c['pairs']} (batch, bug site) "
-           f"pairs, {c['blamed']} blamed, {c['unblamed']} unblamed; mean [95% CI, "
-           "bootstrap over batches]; margin = logp(bug) - logp(reference) in nats",
-           "", "per arm: Δmargin (blamed | unblamed); Δp_bug (blamed | unblamed)"]
-  width = max(len(a) for a in summary["arms"]) + 2
-  for arm, s in summary["arm_means"].items():
-    lines.append(f"  {arm:<{width}}{cell(s['blamed']['margin'])} | "
-                 f"{cell(s['unblamed']['margin'])};  {cell(s['blamed']['p_bug'])} | "
-                 f"{cell(s['unblamed']['p_bug'])}")
-  lines += ["", "paired differences (pairs / batches): category, Δmargin; Δp_bug"]
-  for d in summary["differences"]:
-    lines.append(f"  {d['arm']} - {d['against']}")
-    for category in CATEGORIES:
-      m, p = d[category]["margin"], d[category]["p_bug"]
-      lines.append(f"    {category:<9}{cell(m)};  {cell(p)}  ({m['pairs']} / {m['batches']})")
-  r = summary["resolution"]
-  if r:
-    lines += ["", resolution_text(r)]
-  shares = (summary.get("properties") or {}).get("shares") or {}
-  if any(v is not None for v in shares.values()):
-    lines += ["", "batches: " + ", ".join(
-        f"{k} {v:.4g}" for k, v in shares.items() if v is not None)]
-  return "\n".join(lines)
-
-
-def resolution_text(r: Mapping[str, Any]) -> str:
-  if r["blamed_margin"] is None:
-    return "resolution: no blamed site measured"
-  text = (f"resolution (half-width of {FOCUS} - {PLACEBO}): blamed sites "
-          f"{r['blamed_margin']:.4f} nats of margin, {r['blamed_p_bug']:.4f} in p_bug per "
-          f"update; all sites {r['all_p_bug']:.4f} in p_bug per update, x "
-          f"{r['auc_steps_mean']:g} (mean evaluated RL step) = {r['auc_equivalent']:.4f} "
-          "in AUC p_bug if the per-step effect added up linearly (an extrapolation)")
-  if "study2" in r:
-    s = r["study2"]
-    text += (f"; credit study 2 ({s['setting']}, 5 seeds): Δ AUC p_bug {s['mean']:+.3f} "
-             f"[{s['interval'][0]:+.3f}, {s['interval'][1]:+.3f}], half-width "
-             f"{s['half_width']:.4f}")
-  if r["relative"] is not None:
-    text += (f". Unit free, as a share of |{FOCUS} - {BASELINE}| (all sites, p_bug): "
-             f"{r['relative']:.2f} here")
-    if "study2" in r:
-      text += (f", {r['study2']['relative']:.2f} in study 2 (half-width / "
-               f"|{r['study2']['focus_grpo']:.3f}|)")
-  if r.get("relative_blamed") is not None:
-    text += f"; at blamed sites {r['relative_blamed']:.2f}"
-  m = r.get("placebo_mean")
-  if m and m["blamed_margin"] is not None:
-    text += (f". Against the mean of {m['draws']} placebo layouts ({FOCUS} - "
-             f"{PLACEBO_MEAN}): blamed sites {m['blamed_margin']:.4f} nats, "
-             f"{m['blamed_p_bug']:.4f} in p_bug; all sites {m['all_p_bug']:.4f}")
-    if m["relative"] is not None:
-      text += f", a share {m['relative']:.2f} of |{FOCUS} - {BASELINE}|"
-  return text
-
-
-# ---- batches and files ---------------------------------------------------------------
+# ---- graded batches ------------------------------------------------------------------
 
 def graded_batches(trainer: Any, state: Any, steps: Sequence[int], directory: str,
                    checkpoint: str) -> list[list]:
@@ -719,119 +445,6 @@ def graded_batches(trainer: Any, state: Any, steps: Sequence[int], directory: st
   return [by_step[s] for s in steps]
 
 
-def read_lines(path: str) -> dict[int, dict]:
-  """The measured batches of a `pairs.jsonl` (step -> line; {} without the file)."""
-  if not os.path.exists(path):
-    return {}
-  with open(path, encoding="utf-8") as f:
-    lines = [json.loads(text) for text in f if text.strip()]
-  return {line["step"]: line for line in lines}
-
-
-def summary_lines(summary: Mapping[str, Any]) -> dict[int, dict]:
-  """A summary's measured batches (step -> line) rebuilt from its raw pairs and update
-  metrics: what a committed `summary.json` gives to `--join` on a machine without its
-  `pairs.jsonl`. The lines carry no per-batch properties (the summary keeps their
-  shares only) and share its measuring seconds evenly."""
-  steps = summary["steps"]
-  lines = {s: {"step": s, "pairs": [], "updates": {},
-               "measure_s": summary["measure_s"] / max(len(steps), 1)} for s in steps}
-  for pair in summary["pairs"]:
-    lines[pair["step"]]["pairs"].append(pair)
-  for update in summary["updates"]:
-    lines[update["step"]]["updates"] = {k: v for k, v in update.items() if k != "step"}
-  return lines
-
-
-def joined_output(path: str) -> tuple[dict[str, Any], dict[int, dict]]:
-  """The meta and lines (step -> line) of a `--join` path: a directory's `meta.json`
-  and `pairs.jsonl`; for a committed summary `DIR/summarySUFFIX.json`, the
-  `DIR/metaSUFFIX.json` beside it (a relabelled summary has its own) with the summary's
-  own arms (a merged summary holds more arms than its last invocation's meta), and
-  `summary_lines` of the summary."""
-  if not path.endswith(".json"):
-    return read_meta(path), read_lines(os.path.join(path, "pairs.jsonl"))
-  folder, name = os.path.split(path)
-  if not name.startswith("summary"):
-    raise ValueError(f"--join: {path} is not a summary*.json")
-  with open(os.path.join(folder, "meta" + name[len("summary"):]), encoding="utf-8") as f:
-    meta = json.load(f)
-  with open(path, encoding="utf-8") as f:
-    summary = json.load(f)
-  meta["arms"] = summary["arms"]
-  return meta, summary_lines(summary)
-
-
-# How far two measurements' margins before the update may differ and still be of one
-# checkpoint: a margin is the difference of two sums of at most ~2,000 answer tokens'
-# log-probs, and another scoring layout (rows, width) reorders the float32 sums inside
-# each token's logits and softmax, moving each log-prob by a few units of float32
-# rounding at |logits| <~ 10 (<~ 1e-6), so a margin by 2e-3 at the very worst (1.7e-6
-# measured between low_overlap's first layout and the fitted rows); another checkpoint
-# (one update of lr 2e-4 moves margins by 0.05-0.9) differs by far more.
-MERGE_BEFORE_ATOL = 2e-3
-
-
-def merge_lines(lines: Mapping[int, dict], others: Sequence[Mapping[int, dict]]
-                ) -> dict[int, dict]:
-  """`lines` joined with other measurements of the same batches (other arms, other
-  invocations): per step measured in all of them, each pair's `after` holds every
-  arm, each other arm's shifted by the two margins before so that its change is the
-  one it measured; a pair's `before` must agree within `MERGE_BEFORE_ATOL` (the same
-  checkpoint and sites), else ValueError."""
-  steps = sorted(set(lines).intersection(*others))
-  out = {}
-  for step in steps:
-    line = json.loads(json.dumps(lines[step]))
-    keyed = {(p["task_id"], p["site"]): p for p in line["pairs"]}
-    for other in others:
-      theirs = {(p["task_id"], p["site"]): p for p in other[step]["pairs"]}
-      if set(theirs) != set(keyed):
-        raise ValueError(f"step {step}: the measurements hold different sites")
-      for key, pair in theirs.items():
-        shift = keyed[key]["before"] - pair["before"]
-        if abs(shift) > MERGE_BEFORE_ATOL:
-          raise ValueError(f"step {step}, site {key}: margins before the update differ "
-                           f"({pair['before']} vs {keyed[key]['before']}): not the same "
-                           "checkpoint")
-        keyed[key]["after"].update({a: m + shift for a, m in pair["after"].items()})
-      line["updates"].update(other[step]["updates"])
-      line["measure_s"] += other[step]["measure_s"]
-    out[step] = line
-  return out
-
-
-def join_lines(lines: Mapping[int, dict], others: Sequence[Mapping[int, dict]]
-               ) -> dict[int, dict]:
-  """`lines` with the steps of other measurements of the same checkpoint added (other
-  invocations over other batches, e.g. with fewer arms); a step in both keeps `lines`'."""
-  out = {}
-  for other in others:
-    out.update(other)
-  out.update(lines)
-  return dict(sorted(out.items()))
-
-
-def read_meta(out: str) -> dict[str, Any]:
-  with open(os.path.join(out, "meta.json"), encoding="utf-8") as f:
-    return json.load(f)
-
-
-def claim_out(out: str, meta: Mapping[str, Any]) -> None:
-  """`out/meta.json` says which checkpoint and arms its lines measure; another run's
-  directory is refused."""
-  os.makedirs(out, exist_ok=True)
-  path = os.path.join(out, "meta.json")
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      have = json.load(f)
-    if have != json.loads(json.dumps(meta)):
-      raise ValueError(f"{out} holds measurements of {have}, not {dict(meta)}")
-    return
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(meta, f, indent=1)
-
-
 # ---- command -------------------------------------------------------------------------
 
 def run_chunks(config: Any, workdir: str, checkpoint: str, steps: Sequence[int],
@@ -843,7 +456,7 @@ def run_chunks(config: Any, workdir: str, checkpoint: str, steps: Sequence[int],
   `steps` and the seconds spent sampling and grading."""
   from rcca_jax.train import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
   path = os.path.join(out, "pairs.jsonl")
-  done = read_lines(path)
+  done = onestep_lines.read_lines(path)
 
   def append(line: Mapping[str, Any]) -> None:
     with open(path, "a", encoding="utf-8") as f:
@@ -909,45 +522,46 @@ def main(argv: Sequence[str]) -> None:
   if f.relabel:
     relabelled = {line["step"]: line for line in relabel(config, f.out, batches_dir,
                                                           checkpoint)}
-    names = read_meta(f.out)["arms"]
+    names = onestep_lines.read_meta(f.out)["arms"]
     lines = [relabelled[s] for s in steps if s in relabelled]
     sampling_s = 0.0
   else:
     rl = config.rl
-    claim_out(f.out, {"checkpoint": checkpoint, "setting": f.setting, "arms": names,
-                      "optimizers": {a.name: dataclasses.asdict(a.optimizer) for a in arms},
-                      "layout": {"shared_prefix": bool(rl.shared_prefix),
-                                 "length_bucket": int(rl.length_bucket),
-                                 "scored_sites": "bug", "before": "per batch",
-                                 "locator": LOCATOR}})
+    onestep_lines.claim_out(f.out, {
+        "checkpoint": checkpoint, "setting": f.setting, "arms": names,
+        "optimizers": {a.name: dataclasses.asdict(a.optimizer) for a in arms},
+        "layout": {"shared_prefix": bool(rl.shared_prefix),
+                   "length_bucket": int(rl.length_bucket),
+                   "scored_sites": "bug", "before": "per batch", "locator": LOCATOR}})
     lines, sampling_s = run_chunks(config, f.workdir, checkpoint, steps, arms, f.out,
                                    batches_dir, f.chunk)
   if f.merge:
-    metas = [read_meta(d) for d in f.merge]
+    metas = [onestep_lines.read_meta(d) for d in f.merge]
     if any(m["checkpoint"] != checkpoint for m in metas):
       raise app.UsageError(f"--merge: {f.merge} do not all measure {checkpoint}")
     names += [a for m in metas for a in m["arms"] if a not in names]
-    joined = merge_lines({line["step"]: line for line in lines},
-                         [read_lines(os.path.join(d, "pairs.jsonl")) for d in f.merge])
+    joined = onestep_lines.merge_lines(
+        {line["step"]: line for line in lines},
+        [onestep_lines.read_lines(os.path.join(d, "pairs.jsonl")) for d in f.merge])
     lines = [joined[s] for s in steps if s in joined]
   if f.join:
-    metas, others = zip(*[joined_output(d) for d in f.join])
-    mine = read_meta(f.out)
+    metas, others = zip(*[onestep_lines.joined_output(d) for d in f.join])
+    mine = onestep_lines.read_meta(f.out)
     if any((m["checkpoint"], m.get("layout")) != (checkpoint, mine.get("layout"))
            for m in metas):
       raise app.UsageError(f"--join: {f.join} do not all measure {checkpoint} with "
                            f"this output's layout {mine.get('layout')}")
     names = [a for a in names if all(a in m["arms"] for m in metas)]
-    lines = list(join_lines({line["step"]: line for line in lines}, others).values())
-  summary = summarize(lines, names, reps=f.bootstrap, seed=0, auc_steps=auc_steps_mean(config),
-                      setting=f.setting,
-                      info={"checkpoint": checkpoint,
-                            "tasks": config.data.controlled.path,
-                            "invocation_wall_s": {"batches": sampling_s,
-                                                  "total": time.time() - t0}})
+    lines = list(onestep_lines.join_lines({line["step"]: line for line in lines},
+                                          others).values())
+  summary = onestep_stats.summarize(
+      lines, names, reps=f.bootstrap, seed=0, auc_steps=auc_steps_mean(config),
+      setting=f.setting,
+      info={"checkpoint": checkpoint, "tasks": config.data.controlled.path,
+            "invocation_wall_s": {"batches": sampling_s, "total": time.time() - t0}})
   with open(os.path.join(f.out, "summary.json"), "w", encoding="utf-8") as out:
     json.dump(summary, out, indent=1)
-  print(table(summary))
+  print(onestep_stats.table(summary))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from absl.testing import parameterized
 
 from benchmarks import credit_mechanism
 from experiments import credit_onestep as onestep
+from experiments import credit_onestep_lines as onestep_lines
+from experiments import credit_onestep_stats as onestep_stats
 from rcca_jax.credit import sites as sites_lib
 from rcca_jax.data import chat
 from rcca_jax.train import rollouts as rollouts_lib
@@ -63,145 +65,6 @@ def toy_batch(trainer, seed: int, blamed: tuple[bool, bool]) -> list:
   return out
 
 
-class StatisticsTest(absltest.TestCase):
-
-  def test_cluster_stat_pools_pairs_and_resamples_batches(self):
-    values = np.asarray([1.0, 3.0, 2.0])
-    s = onestep.cluster_stat(values, [0, 0, 1], reps=500, seed=0)
-    self.assertEqual((s["mean"], s["pairs"], s["batches"]), (2.0, 3, 2))
-    self.assertTrue(1.0 <= s["interval"][0] <= s["interval"][1] <= 3.0)
-    same = onestep.cluster_stat(np.full(4, 0.5), [0, 1, 2, 3], reps=100, seed=0)
-    self.assertEqual((same["interval"], same["half_width"]), ([0.5, 0.5], 0.0))
-    self.assertIsNone(onestep.cluster_stat(np.zeros(0), [], reps=10, seed=0)["mean"])
-
-  def test_comparisons(self):
-    self.assertEqual(onestep.comparisons(["grpo", "rcca_focus", "rcca_focus_placebo"]),
-                     [("rcca_focus", "rcca_focus_placebo"), ("rcca_focus", "grpo"),
-                      ("rcca_focus_placebo", "grpo")])
-    # Every arm X beside X_placebo is a location contrast, after focus - placebo.
-    arms = ["rcca", "rcca_placebo", "rcca_focus_mass01", "rcca_focus",
-            "rcca_focus_placebo", "rcca_focus_mass01_placebo"]
-    self.assertEqual(onestep.comparisons(arms),
-                     [("rcca_focus", "rcca_focus_placebo"), ("rcca", "rcca_placebo"),
-                      ("rcca_focus_mass01", "rcca_focus_mass01_placebo")])
-
-  def test_placebo_draws_are_compared_as_their_mean(self):
-    arms = ["grpo", "rcca_focus", "rcca_focus_placebo", "rcca_focus_placebo_d2",
-            "rcca_focus_placebo_d10"]
-    self.assertEqual(onestep.draws_of(onestep.PLACEBO_MEAN, arms),
-                     ["rcca_focus_placebo", "rcca_focus_placebo_d2",
-                      "rcca_focus_placebo_d10"])
-    self.assertEqual(onestep.draws_of("grpo", arms), ["grpo"])
-    self.assertEqual(onestep.comparisons(arms),
-                     [("rcca_focus", "rcca_focus_placebo"),
-                      ("rcca_focus", onestep.PLACEBO_MEAN), ("rcca_focus", "grpo"),
-                      ("rcca_focus_placebo", "grpo"), (onestep.PLACEBO_MEAN, "grpo")])
-    pairs = [{"before": 0.0, "after": {"rcca_focus_placebo": 0.3,
-                                       "rcca_focus_placebo_d2": -0.1,
-                                       "rcca_focus_placebo_d10": 0.1}}]
-    np.testing.assert_allclose(onestep.changes(pairs, onestep.PLACEBO_MEAN, "margin"),
-                               [0.1])
-    p = [onestep.p_bugs(np.asarray([m]))[0] - 0.5 for m in (0.3, -0.1, 0.1)]
-    np.testing.assert_allclose(onestep.changes(pairs, onestep.PLACEBO_MEAN, "p_bug"),
-                               [np.mean(p)])
-
-  def test_resolution_against_the_mean_of_the_draws(self):
-    rng = np.random.default_rng(0)
-    arms = ["grpo", "rcca_focus", "rcca_focus_placebo", "rcca_focus_placebo_d1"]
-    pairs = [{"step": step, "blamed": bool(step % 2), "before": 0.0,
-              "after": dict(zip(arms, rng.normal(size=len(arms))))} for step in range(8)]
-    stats = onestep.statistics(pairs, arms, reps=200, seed=0)
-    r = onestep.resolution(stats, 18.0, "")
-    mean = onestep.find_difference(stats, "rcca_focus", onestep.PLACEBO_MEAN)
-    self.assertEqual(r["placebo_mean"]["draws"], 2)
-    self.assertEqual(r["placebo_mean"]["blamed_margin"],
-                     mean["blamed"]["margin"]["half_width"])
-    focus = onestep.changes(pairs, "rcca_focus", "margin")
-    placebos = [onestep.changes(pairs, a, "margin") for a in arms[2:]]
-    self.assertAlmostEqual(mean["all"]["margin"]["mean"],
-                           float(np.mean(focus - np.mean(placebos, axis=0))))
-    self.assertIn("Against the mean of 2 placebo layouts", onestep.resolution_text(r))
-
-  def test_merged_measurements_join_the_arms_of_each_pair(self):
-    def line(step, before, after):
-      return {"step": step, "pairs": [{"step": step, "task_id": "t", "site": "b",
-                                       "before": before, "after": after}],
-              "updates": {a: {} for a in after}, "measure_s": 1.0}
-    mine = {0: line(0, 0.5, {"grpo": 0.4}), 1: line(1, 0.5, {"grpo": 0.3})}
-    theirs = {1: line(1, 0.5, {"rcca_focus": 0.2}), 2: line(2, 0.5, {"rcca_focus": 0.1})}
-    got = onestep.merge_lines(mine, [theirs])
-    self.assertEqual(list(got), [1])
-    self.assertEqual(got[1]["pairs"][0]["after"], {"grpo": 0.3, "rcca_focus": 0.2})
-    self.assertEqual((got[1]["measure_s"], mine[1]["pairs"][0]["after"]),
-                     (2.0, {"grpo": 0.3}))
-    with self.assertRaisesRegex(ValueError, "step 1, site .*differ"):
-      onestep.merge_lines(mine, [{1: line(1, 0.7, {"rcca_focus": 0.2})}])
-    # Another scoring layout's rounding: the other arm keeps the change it measured.
-    got = onestep.merge_lines(mine, [{1: line(1, 0.5 + 1e-4, {"rcca_focus": 0.2})}])
-    self.assertAlmostEqual(got[1]["pairs"][0]["after"]["rcca_focus"] - 0.5, 0.2 - 0.5 - 1e-4,
-                           places=12)
-
-  def test_joined_measurements_add_the_other_batches(self):
-    mine = {3: {"step": 3, "who": "mine"}, 4: {"step": 4, "who": "mine"}}
-    other = {1: {"step": 1, "who": "other"}, 3: {"step": 3, "who": "other"}}
-    joined = onestep.join_lines(mine, [other])
-    self.assertEqual(list(joined), [1, 3, 4])
-    self.assertEqual([line["who"] for line in joined.values()], ["other", "mine", "mine"])
-
-  def test_a_summary_gives_back_its_lines(self):
-    rng = np.random.default_rng(1)
-    arms = ["grpo", "rcca_focus", "rcca_focus_placebo"]
-    lines = [{"step": step, "measure_s": 2.0,
-              "updates": {a: {"grad_norm": float(step), "clipped": 0.0} for a in arms},
-              "pairs": [{"step": step, "task_id": f"t{i}", "site": "bug0",
-                         "blamed": bool((step + i) % 2), "before": float(rng.normal()),
-                         "after": dict(zip(arms, rng.normal(size=3).tolist()))}
-                        for i in range(3)]} for step in (4, 7, 9)]
-    summary = json.loads(json.dumps(onestep.summarize(lines, arms, reps=100, seed=0,
-                                                      auc_steps=18.0)))
-    back = onestep.summary_lines(summary)
-    self.assertEqual(list(back), [4, 7, 9])
-    self.assertEqual([b["pairs"] for b in back.values()], [line["pairs"] for line in lines])
-    self.assertEqual([b["updates"] for b in back.values()],
-                     [line["updates"] for line in lines])
-    again = onestep.summarize(list(back.values()), arms, reps=100, seed=0, auc_steps=18.0)
-    self.assertEqual(again["differences"], summary["differences"])
-    self.assertEqual(again["measure_s"], summary["measure_s"])
-    folder = self.create_tempdir().full_path
-    path = os.path.join(folder, "summary.json")
-    with open(path, "w", encoding="utf-8") as f:
-      json.dump(summary, f)
-    with open(os.path.join(folder, "meta.json"), "w", encoding="utf-8") as f:
-      json.dump({"checkpoint": "ckpt", "arms": arms[:1]}, f)
-    self.assertEqual(onestep.joined_output(path), ({"checkpoint": "ckpt", "arms": arms}, back))
-
-  def test_a_summarys_meta_is_its_namesakes_with_the_summarys_arms(self):
-    folder = self.create_tempdir().full_path
-    layout = {"locator": "exact, else window"}
-    for suffix, arms in (("", ["grpo"]), ("_window", ["grpo", "rcca_focus"])):
-      with open(os.path.join(folder, f"meta{suffix}.json"), "w", encoding="utf-8") as f:
-        json.dump({"checkpoint": "ckpt", "arms": ["grpo"], "layout": layout | {"s": suffix}}, f)
-      with open(os.path.join(folder, f"summary{suffix}.json"), "w", encoding="utf-8") as f:
-        json.dump({"arms": arms, "steps": [], "measure_s": 0.0, "pairs": [], "updates": []}, f)
-    meta, lines = onestep.joined_output(os.path.join(folder, "summary_window.json"))
-    self.assertEqual(meta["layout"]["s"], "_window")
-    self.assertEqual(meta["arms"], ["grpo", "rcca_focus"])
-    self.assertEqual(lines, {})
-    self.assertEqual(onestep.joined_output(folder), ({"checkpoint": "ckpt", "arms": ["grpo"],
-                                                      "layout": layout | {"s": ""}}, {}))
-    with self.assertRaisesRegex(ValueError, "not a summary"):
-      onestep.joined_output(os.path.join(folder, "meta.json"))
-
-  def test_property_shares_sum_the_batches_counts(self):
-    got = onestep.property_shares([{"tokens": 10, "responses": 2, "fix": 0.5,
-                                    "fix_pairs": 1},
-                                   {"tokens": 30, "responses": 2, "fix": 1.0,
-                                    "fix_pairs": 2}])
-    self.assertEqual((got["shares"]["response_tokens"], got["shares"]["fix"]), (10.0, 0.5))
-    self.assertIsNone(got["shares"]["bug_token_share"])
-    self.assertEqual(onestep.property_shares([])["counts"], {})
-
-
 class OneStepTest(parameterized.TestCase):
   """One trainer and one measurement of three toy batches, shared by the tests."""
 
@@ -218,7 +81,7 @@ class OneStepTest(parameterized.TestCase):
     cls.batches = [toy_batch(t, seed, b) for seed, b in enumerate(BLAMED)]
     cls.lines = onestep.measure(t, cls.state, cls.batches, [0, 1, 2],
                                 onestep.arms_of(cls.config, ARMS))
-    cls.summary = onestep.summarize(cls.lines, ARMS, reps=300, seed=0, auc_steps=18.0,
+    cls.summary = onestep_stats.summarize(cls.lines, ARMS, reps=300, seed=0, auc_steps=18.0,
                                     setting="s1_0")
 
   @classmethod
@@ -243,8 +106,8 @@ class OneStepTest(parameterized.TestCase):
 
   def test_an_identical_arm_differs_by_exactly_zero(self):
     d = self.difference("grpo_twin", "grpo")
-    for category in onestep.CATEGORIES:
-      for what in onestep.MEASURES:
+    for category in onestep_stats.CATEGORIES:
+      for what in onestep_stats.MEASURES:
         self.assertEqual(d[category][what]["mean"], 0.0)
         self.assertEqual(d[category][what]["interval"], [0.0, 0.0])
     # ... while focus's update is another one, at the sites its blame covers.
@@ -265,7 +128,7 @@ class OneStepTest(parameterized.TestCase):
     batch = [rollout(t, task, 0, moved, 0.2, issues, 0), rollout(t, task, 1, reference, 0.9, [], 0),
              rollout(t, task, 0, buggy, 0.2, [], 0), rollout(t, task, 1, buggy, 0.4, [], 0)]
     counts = onestep.batch_properties(batch, 2, t.credit_weights)
-    shares = onestep.property_shares([counts])["shares"]
+    shares = onestep_stats.property_shares([counts])["shares"]
     self.assertEqual((counts["responses"], counts["failed"], counts["fix_pairs"]), (4, 2, 2))
     self.assertEqual((shares["fix"], shares["fix_same_place"], shares["positive_clean"],
                       shares["groups_without_clean"], shares["located"]),
@@ -299,15 +162,15 @@ class OneStepTest(parameterized.TestCase):
 
   def test_the_summary_recomputes_its_printed_differences(self):
     summary = json.loads(json.dumps(self.summary))  # as read back from summary.json
-    again = onestep.recompute(summary)
+    again = onestep_stats.recompute(summary)
     for key in ("arm_means", "differences", "resolution"):
       self.assertEqual(again[key], summary[key])
-    text = onestep.table(summary)
+    text = onestep_stats.table(summary)
     for d in again["differences"]:
       self.assertIn(f"{d['arm']} - {d['against']}", text)
-      for category in onestep.CATEGORIES:
-        self.assertIn(onestep.cell(d[category]["margin"]), text)
-        self.assertIn(onestep.cell(d[category]["p_bug"]), text)
+      for category in onestep_stats.CATEGORIES:
+        self.assertIn(onestep_stats.cell(d[category]["margin"]), text)
+        self.assertIn(onestep_stats.cell(d[category]["p_bug"]), text)
     r = summary["resolution"]
     self.assertEqual(r["blamed_margin"],
                      self.difference("rcca_focus", "rcca_focus_placebo")
@@ -354,7 +217,7 @@ class OneStepTest(parameterized.TestCase):
       json.dump({"arms": ARMS, "layout": {}}, f)
     lines = onestep.relabel(self.config, out, batches_dir, checkpoint)
     self.assertEqual(lines, json.loads(json.dumps(self.lines)))
-    self.assertEqual(onestep.read_meta(out)["layout"], {"locator": onestep.LOCATOR})
+    self.assertEqual(onestep_lines.read_meta(out)["layout"], {"locator": onestep.LOCATOR})
     self.assertTrue(os.path.exists(os.path.join(out, "pairs.before_relabel.jsonl")))
     lines[1]["pairs"][0]["failed_with_bug_exact"] += 1  # not these batches' blame
     with open(os.path.join(out, "pairs.jsonl"), "w", encoding="utf-8") as f:
@@ -383,7 +246,7 @@ class OneStepTest(parameterized.TestCase):
     path = os.path.join(self.tmp, "pairs.jsonl")
     with open(path, "w", encoding="utf-8") as f:
       f.write("".join(json.dumps(line) + "\n" for line in lines))
-    self.assertEqual(sorted(onestep.read_lines(path)), [0, 1, 2])
+    self.assertEqual(sorted(onestep_lines.read_lines(path)), [0, 1, 2])
 
 
 if __name__ == "__main__":

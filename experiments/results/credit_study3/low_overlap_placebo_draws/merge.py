@@ -7,21 +7,22 @@ focus, placebo, the negative-only pair) joined with the three further placebo la
 import json
 import sys
 
-from experiments import credit_onestep as onestep
+from experiments import credit_onestep_lines as onestep_lines
+from experiments import credit_onestep_stats as onestep_stats
 
 
 def main(directory: str, out: str) -> None:
   parts = [f"{directory}/onestep", f"{directory}/onestep_draws"]
-  lines = onestep.merge_lines(onestep.read_lines(f"{parts[0]}/pairs.jsonl"),
-                              [onestep.read_lines(f"{parts[1]}/pairs.jsonl")])
-  arms = [a for part in parts for a in onestep.read_meta(part)["arms"]]
-  summary = onestep.summarize([lines[s] for s in sorted(lines)], arms, reps=2000, seed=0,
-                              auc_steps=18.0, setting="low_overlap",
-                              info={"checkpoint": f"{directory}/seed_0/sft/checkpoints/sft",
-                                    "merged": parts})
+  lines = onestep_lines.merge_lines(onestep_lines.read_lines(f"{parts[0]}/pairs.jsonl"),
+                                    [onestep_lines.read_lines(f"{parts[1]}/pairs.jsonl")])
+  arms = [a for part in parts for a in onestep_lines.read_meta(part)["arms"]]
+  summary = onestep_stats.summarize(
+      [lines[s] for s in sorted(lines)], arms, reps=2000, seed=0, auc_steps=18.0,
+      setting="low_overlap",
+      info={"checkpoint": f"{directory}/seed_0/sft/checkpoints/sft", "merged": parts})
   with open(out, "w", encoding="utf-8") as f:
     json.dump(summary, f, indent=1)
-  print(onestep.table(summary))
+  print(onestep_stats.table(summary))
 
 
 if __name__ == "__main__":
