@@ -10,6 +10,7 @@ import json
 import os
 from typing import Any, Mapping, Sequence
 
+
 def read_lines(path: str) -> dict[int, dict]:
   """The measured batches of a `pairs.jsonl` (step -> line; {} without the file)."""
   if not os.path.exists(path):
@@ -114,8 +115,7 @@ def claim_out(out: str, meta: Mapping[str, Any]) -> None:
   os.makedirs(out, exist_ok=True)
   path = os.path.join(out, "meta.json")
   if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      have = json.load(f)
+    have = read_meta(out)
     if have != json.loads(json.dumps(meta)):
       raise ValueError(f"{out} holds measurements of {have}, not {dict(meta)}")
     return

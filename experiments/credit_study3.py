@@ -88,14 +88,16 @@ bootstrap over batches): low_overlap +0.004 [−0.000, +0.008] (949 batches), mu
 negative updates only, low_overlap −0.016 [−0.028, −0.004] and multi_bug −0.003
 [−0.017, +0.012] (100 batches each). No location benefit at the first update in the
 short settings beyond 1% of focus's own effect, the placebo slightly ahead (but for
-negative-only updates in low_overlap); in long responses the placebo loses 31% of focus's effect. The
-pilot's negative-only −0.051 (10 batches) shrank to −0.017 at 100. The whole `GRID` on
-low_overlap's 100 batches (15 more arms, 49 min; experiments/results/credit_study3/
-low_overlap_grid_100/): the bug's margin falls with the failed responses' weight,
-−0.025 (1) to −0.111 (0) nats, while focus − placebo stays within −0.005 at every
-`negative_unblamed` and with the mass matched. On long (50 batches, 5 arms, 33 min;
-long_grid_50/) location matters at every level: rcca − placebo −0.057, mass-matched
-−0.084, and rcca_focus − grpo_neg_const −0.171 nats at blamed sites.
+negative-only updates in low_overlap); in long responses the placebo loses 31% of
+focus's effect. The pilot's negative-only −0.051 (10 batches) shrank to −0.017 at 100.
+The whole `GRID` on low_overlap's 100 batches (15 more arms, 49 min;
+experiments/results/credit_study3/low_overlap_grid_100/): the bug's margin falls with
+the failed responses' weight, −0.025 (1) to −0.111 (0) nats, while focus − placebo stays
+within −0.005 at every `negative_unblamed` and with the mass matched. On long (50
+batches, 5 arms, 33 min; long_grid_50/) location matters at every level: rcca − placebo
+−0.057, mass-matched −0.084, and rcca_focus − grpo_neg_const −0.171 nats at blamed
+sites. multi_bug's grid (60 batches, 8 more arms, 38 min; multi_bug_grid_60/) reads as
+low_overlap's: −0.035 (1) to −0.115 (0) nats, location contrasts within −0.008.
 """
 
 import ml_collections
