@@ -82,8 +82,8 @@ batch each, both running), long 750 batches (50 x 4 arms, then 700 x 3; SFT 10-1
 ~60 s a batch with glibc's malloc, 36-45 s with tcmalloc, 24 s with the blockwise
 update and fitted site rows). Failed responses' bugs located site by site
 (`credit_onestep.carried_bugs`). Focus − placebo at blamed sites, nats per update (95%
-bootstrap over batches): low_overlap +0.005 [+0.002, +0.008] (1,382 batches), multi_bug
-+0.006 [+0.002, +0.009] (1,377), long −0.099 [−0.118, −0.078] at 825 blamed sites and
+bootstrap over batches): low_overlap +0.005 [+0.002, +0.008] (1,558 batches), multi_bug
++0.007 [+0.004, +0.009] (2,151), long −0.099 [−0.118, −0.078] at 825 blamed sites and
 −0.035 [−0.043, −0.027] at all 3,000 (s1_0, 55 batches: +0.045 [+0.003, +0.086]); with
 negative updates only, low_overlap −0.016 [−0.028, −0.004] and multi_bug −0.003
 [−0.017, +0.012] (100 batches each). No location benefit at the first update in the
